@@ -1,0 +1,160 @@
+"""Reading JSON records with their line numbers, streaming where the container allows it.
+
+Three containers occur in this field's data: JSON Lines (one object per line), one JSON array, and
+concatenated pretty-printed objects (a sample of PRM800K ships like that). :func:`iter_json_records`
+reads all three and yields ``(line, object)``; JSON Lines is streamed line by line, so a multi-GB file
+never has to fit in memory. Files ending in ``.gz`` are decompressed on the fly.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from prmkit.errors import FormatError
+
+__all__ = ["iter_json_records", "open_text", "open_binary", "sniff_container"]
+
+_decoder = json.JSONDecoder()
+
+
+def open_binary(path: str | os.PathLike, mode: str = "rb") -> IO[bytes]:
+    """Open ``path`` in binary mode, through gzip when it ends in ``.gz``."""
+    if str(path).endswith(".gz"):
+        return gzip.open(path, mode)  # type: ignore[return-value]
+    return open(path, mode)
+
+
+def open_text(path: str | os.PathLike, mode: str = "r") -> IO[str]:
+    """Open ``path`` as UTF-8 text (gzip when it ends in ``.gz``)."""
+    if str(path).endswith(".gz"):
+        return gzip.open(path, mode + "t", encoding="utf-8", newline="")  # type: ignore[return-value]
+    return open(path, mode, encoding="utf-8", newline="")
+
+
+def _decode_line(raw: bytes, path: str, line: int) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise FormatError(f"not UTF-8 (byte {e.start}: {raw[e.start:e.start + 1]!r})",
+                          path=path, line=line) from None
+
+
+def sniff_container(path: str | os.PathLike) -> str:
+    """``"jsonl"``, ``"array"`` or ``"concatenated"``, from the first non-blank bytes of the file."""
+    with open_binary(path) as f:
+        head = f.read(1 << 16)
+    text = head.decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
+    if text.startswith("["):
+        return "array"
+    first_line = text.split("\n", 1)[0].strip()
+    try:
+        json.loads(first_line)
+        return "jsonl"
+    except json.JSONDecodeError:
+        return "concatenated" if text.startswith("{") else "jsonl"
+
+
+def iter_json_records(path: str | os.PathLike, container: str | None = None
+                      ) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line, value)`` for each record of a JSON Lines / JSON array / concatenated file.
+
+    ``line`` is 1-based: the line of the record in JSON Lines, the line where the record starts
+    otherwise. Blank lines are skipped. Malformed JSON raises :class:`FormatError` at its line.
+    """
+    path_s = str(path)
+    container = container or sniff_container(path)
+    if container == "jsonl":
+        with open_binary(path) as f:
+            for line_no, raw in enumerate(f, 1):
+                text = _decode_line(raw, path_s, line_no)
+                if not text.strip():
+                    continue
+                try:
+                    yield line_no, json.loads(text)
+                except json.JSONDecodeError as e:
+                    raise FormatError(f"invalid JSON ({e.msg}, column {e.colno})",
+                                      path=path_s, line=line_no) from None
+        return
+    with open_binary(path) as f:
+        data = f.read()
+    # Decode as a whole, but name the line of the first bad byte.
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise FormatError(f"not UTF-8 (byte {data[e.start:e.start + 1]!r})", path=path_s,
+                          line=data.count(b"\n", 0, e.start) + 1) from None
+    yield from _iter_values(text, path_s, container)
+
+
+def _iter_values(text: str, path: str, container: str) -> Iterator[tuple[int, Any]]:
+    n, pos = len(text), 0
+    line_of = _LineCounter(text)
+
+    def skip_ws(i: int) -> int:
+        while i < n and text[i] in " \t\r\n\ufeff":
+            i += 1
+        return i
+
+    def decode_at(i: int) -> tuple[Any, int]:
+        try:
+            return _decoder.raw_decode(text, i)
+        except json.JSONDecodeError as e:
+            raise FormatError(f"invalid JSON ({e.msg})", path=path, line=line_of(e.pos)) from None
+
+    pos = skip_ws(pos)
+    if container == "array":
+        if pos >= n or text[pos] != "[":
+            raise FormatError("expected a JSON array", path=path, line=line_of(pos))
+        pos = skip_ws(pos + 1)
+        if pos < n and text[pos] == "]":
+            return
+        while True:
+            start = pos
+            value, pos = decode_at(pos)
+            yield line_of(start), value
+            pos = skip_ws(pos)
+            if pos < n and text[pos] == ",":
+                pos = skip_ws(pos + 1)
+                continue
+            if pos < n and text[pos] == "]":
+                if skip_ws(pos + 1) != n:
+                    raise FormatError("extra data after the JSON array", path=path,
+                                      line=line_of(skip_ws(pos + 1)))
+                return
+            raise FormatError("unterminated JSON array (expected ',' or ']')", path=path,
+                              line=line_of(min(pos, n)))
+    while pos < n:
+        start = pos
+        value, pos = decode_at(pos)
+        yield line_of(start), value
+        pos = skip_ws(pos)
+
+
+class _LineCounter:
+    """Line number of a character offset, counted incrementally (offsets arrive in order)."""
+
+    def __init__(self, text: str) -> None:
+        self.text, self.offset, self.line = text, 0, 1
+
+    def __call__(self, pos: int) -> int:
+        if pos < self.offset:  # rare: an error position behind the cursor
+            return self.text.count("\n", 0, pos) + 1
+        self.line += self.text.count("\n", self.offset, pos)
+        self.offset = pos
+        return self.line
+
+
+def write_jsonl_line(f: IO[str] | io.TextIOBase, obj: Any) -> None:
+    """One compact JSON line; non-ASCII kept as is (the files stay readable)."""
+    f.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")))
+    f.write("\n")
+
+
+def ensure_parent(path: str | os.PathLike) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)

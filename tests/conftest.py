@@ -1,0 +1,32 @@
+"""Shared fixtures: where the public data lies, and a skip with a clear message where it does not."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def _shared_data() -> Path:
+    env = os.environ.get("PRMKIT_SHARED_DATA")
+    return Path(env) if env else REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """``../shared/data`` (or ``$PRMKIT_SHARED_DATA``); tests using it carry the ``realdata`` marker."""
+    path = _shared_data()
+    if not (path / "INDEX.md").exists():
+        pytest.skip(f"realdata: the public data folder {path} is absent "
+                    "(set PRMKIT_SHARED_DATA to its location to run this test)")
+    return path
+
+
+@pytest.fixture()
+def fixtures() -> Path:
+    """Hand-written fixture files committed with the tests."""
+    return FIXTURES
