@@ -29,7 +29,7 @@ from prmkit.errors import FormatError
 __all__ = [
     "STEP_KINDS", "OUTCOMES", "LABEL_SOURCES", "StepKind", "Outcome",
     "StepLabel", "Step", "Problem", "Provenance", "Trace",
-    "read_traces", "write_traces", "TraceWriter", "now",
+    "read_traces", "write_traces", "TraceWriter", "now", "binarize", "NEUTRAL_POLICIES",
 ]
 
 StepKind = Literal["reasoning", "plan", "tool_call", "observation", "final"]
@@ -114,6 +114,35 @@ class StepLabel:
                    model=f.str("model", None, nullable=True), rollouts=rollouts,
                    cost=f.get("cost", dict, {}), time=f.str("time", None, nullable=True),
                    meta=f.get("meta", dict, {}))
+
+
+#: What a neutral hard label (PRM800K's rating 0, "okay") becomes for training: "positive" (the
+#: convention of "Let's Verify Step by Step", where okay steps were not errors), "negative", or "ignore"
+#: (no training label: the step is masked out).
+NEUTRAL_POLICIES: tuple[str, ...] = ("positive", "negative", "ignore")
+
+
+def binarize(label: StepLabel | None, *, neutral: str = "positive",
+             threshold: float = 0.5) -> bool | None:
+    """The training verdict of a label: True (right), False (wrong) or None (no label / ignored).
+
+    Hard labels: +1 -> True, -1 -> False, 0 -> by ``neutral`` (see :data:`NEUTRAL_POLICIES`).
+    Soft labels: ``value >= threshold``.
+
+    >>> binarize(StepLabel(0)), binarize(StepLabel(0), neutral="ignore"), binarize(StepLabel(-1))
+    (True, None, False)
+    >>> binarize(StepLabel(0.25, kind="soft"), threshold=0.2)
+    True
+    """
+    if neutral not in NEUTRAL_POLICIES:
+        raise ValueError(f"neutral policy must be one of {NEUTRAL_POLICIES}, got {neutral!r}")
+    if label is None:
+        return None
+    if label.kind == "soft":
+        return label.value >= threshold
+    if label.value == 0:
+        return {"positive": True, "negative": False, "ignore": None}[neutral]
+    return label.value > 0
 
 
 @dataclass
