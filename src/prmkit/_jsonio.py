@@ -60,26 +60,35 @@ def sniff_container(path: str | os.PathLike) -> str:
         return "concatenated" if text.startswith("{") else "jsonl"
 
 
-def iter_json_records(path: str | os.PathLike, container: str | None = None
-                      ) -> Iterator[tuple[int, Any]]:
+def iter_json_records(path: str | os.PathLike, container: str | None = None, *,
+                      errors: list[FormatError] | None = None) -> Iterator[tuple[int, Any]]:
     """Yield ``(line, value)`` for each record of a JSON Lines / JSON array / concatenated file.
 
     ``line`` is 1-based: the line of the record in JSON Lines, the line where the record starts
-    otherwise. Blank lines are skipped. Malformed JSON raises :class:`FormatError` at its line.
+    otherwise. Blank lines are skipped. Malformed JSON raises :class:`FormatError` at its line; in
+    JSON Lines, when an ``errors`` list is given, a bad line is appended to it and reading goes on
+    with the next line (other containers cannot be resynchronised after a syntax error).
     """
     path_s = str(path)
     container = container or sniff_container(path)
     if container == "jsonl":
         with open_binary(path) as f:
             for line_no, raw in enumerate(f, 1):
-                text = _decode_line(raw, path_s, line_no)
-                if not text.strip():
-                    continue
                 try:
-                    yield line_no, json.loads(text)
-                except json.JSONDecodeError as e:
-                    raise FormatError(f"invalid JSON ({e.msg}, column {e.colno})",
-                                      path=path_s, line=line_no) from None
+                    text = _decode_line(raw, path_s, line_no)
+                    if not text.strip():
+                        continue
+                    try:
+                        value = json.loads(text)
+                    except json.JSONDecodeError as e:
+                        raise FormatError(f"invalid JSON ({e.msg}, column {e.colno})",
+                                          path=path_s, line=line_no) from None
+                except FormatError as e:
+                    if errors is None:
+                        raise
+                    errors.append(e)
+                    continue
+                yield line_no, value
         return
     with open_binary(path) as f:
         data = f.read()

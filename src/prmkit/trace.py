@@ -324,14 +324,15 @@ class Trace:
     def from_fields(cls, f: Fields) -> Trace:
         f.only(("id", "problem", "steps", "final_answer", "outcome", "source", "text", "meta",
                 "provenance", "schema"))
-        outcome = f.str("outcome", "unknown")
-        if outcome not in OUTCOMES:
-            raise f.error("outcome", f"must be one of {', '.join(OUTCOMES)}, got {outcome!r}")
+        trace_id = f.str("id")
         problem = f.get("problem", (dict, str))
         problem_f = (Problem(problem) if isinstance(problem, str)
                      else Problem.from_fields(f.sub("problem")))
+        outcome = f.str("outcome", "unknown")
+        if outcome not in OUTCOMES:
+            raise f.error("outcome", f"must be one of {', '.join(OUTCOMES)}, got {outcome!r}")
         trace = cls(
-            id=f.str("id"), problem=problem_f,
+            id=trace_id, problem=problem_f,
             steps=[Step.from_fields(s) for s in f.sub_list("steps")],
             final_answer=f.str("final_answer", None, nullable=True), outcome=outcome,
             source=f.str("source", None, nullable=True), text=f.str("text", None, nullable=True),
@@ -355,7 +356,10 @@ def read_traces(path: str | os.PathLike, *, skip_invalid: bool = False,
     Malformed lines raise :class:`FormatError`; with ``skip_invalid`` they are skipped and, when an
     ``errors`` list is given, appended to it.
     """
-    for line, obj in iter_json_records(path, container="jsonl"):
+    if skip_invalid and errors is None:
+        errors = []
+    for line, obj in iter_json_records(path, container="jsonl",
+                                       errors=errors if skip_invalid else None):
         try:
             yield Trace.from_dict(obj, path=str(path), line=line)
         except FormatError as e:

@@ -11,6 +11,15 @@ from prmkit.data._format import (
     register_format,
     write,
 )
+from prmkit.data._hf import (
+    arrow_schema,
+    decode_rows,
+    from_hf_dataset,
+    read_parquet,
+    to_hf_dataset,
+    write_parquet,
+)
 
-__all__ = ["FORMATS", "Format", "ImportReport", "convert", "detect_format", "get_format", "read",
+__all__ = ["arrow_schema", "decode_rows", "from_hf_dataset", "read_parquet", "to_hf_dataset",
+           "write_parquet", "FORMATS", "Format", "ImportReport", "convert", "detect_format", "get_format", "read",
            "register_format", "write"]

@@ -103,8 +103,18 @@ class Format:
     # -- reading / writing --------------------------------------------------------------------------
     def read(self, path: str | os.PathLike, *, skip_invalid: bool = False) -> Iterator[Trace]:
         """Stream traces from ``path``; see :func:`read`."""
-        path_s = str(path)
-        records = iter_json_records(path)
+        errors = self.report.skipped if skip_invalid else None
+        yield from self.decode_records(iter_json_records(path, errors=errors), str(path),
+                                       skip_invalid=skip_invalid)
+
+    def decode_records(self, records: Iterable[tuple[int, Any]], where: str, *,
+                       skip_invalid: bool = False, line_key: str = "line") -> Iterator[Trace]:
+        """Traces from ``(line, record)`` pairs read from ``where`` (a path or a dataset name).
+
+        Malformed records raise :class:`FormatError`, or with ``skip_invalid`` are counted in
+        ``self.report.skipped`` and skipped; each trace gets an "import" provenance entry.
+        """
+        records = iter(records)
         while True:
             try:
                 line, obj = next(records)
@@ -117,7 +127,7 @@ class Format:
                 return
             self.report.records += 1
             try:
-                traces = self.decode(Fields(obj, path=path_s, line=line))
+                traces = self.decode(Fields(obj, path=where, line=line))
             except FormatError as e:
                 if not skip_invalid:
                     raise
@@ -125,7 +135,7 @@ class Format:
                 continue
             except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
                 # A decoder bug or an input shape it did not foresee: still name the place.
-                err = FormatError(f"cannot read record ({type(e).__name__}: {e})", path=path_s,
+                err = FormatError(f"cannot read record ({type(e).__name__}: {e})", path=where,
                                   line=line)
                 if not skip_invalid:
                     raise err from e
@@ -134,7 +144,7 @@ class Format:
             for t in traces:
                 if self.record_import:
                     t.add_provenance("import", self.name,
-                                     {"path": path_s, "line": line, **self.options})
+                                     {"path": where, line_key: line, **self.options})
                 self.report.traces += 1
                 yield t
 

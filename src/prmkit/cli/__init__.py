@@ -1,0 +1,59 @@
+"""The ``prmkit`` command: one subcommand per stage, mirroring the Python API.
+
+Errors prmkit raises on purpose (:class:`~prmkit.errors.PrmkitError`) are printed as one line, without
+a traceback, and exit with status 1.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from prmkit.cli._data import app as data_app
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="prmkit",
+    help="Process supervision: label, train, use, evaluate and document process reward models.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.add_typer(data_app, name="data")
+
+
+@app.command()
+def version() -> None:
+    """Print the prmkit version."""
+    from prmkit import __version__
+
+    typer.echo(__version__)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``prmkit`` console script."""
+    from prmkit.errors import PrmkitError
+
+    try:
+        code = app(args=argv, standalone_mode=False)
+        if isinstance(code, int) and code:  # typer.Exit(n) returns n in non-standalone mode
+            sys.exit(code)
+    except PrmkitError as e:
+        typer.secho(f"error: {e}", fg="red", err=True)
+        sys.exit(1)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        typer.secho("interrupted", fg="yellow", err=True)
+        sys.exit(130)
+    except Exception as e:  # click's usage errors arrive here in non-standalone mode
+        import click
+
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            sys.exit(e.exit_code)
+        if isinstance(e, click.exceptions.Abort):
+            sys.exit(1)
+        raise

@@ -1,0 +1,229 @@
+"""``prmkit data convert | inspect | validate | stats``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from prmkit.data._format import FORMATS, ImportReport, detect_format, get_format
+from prmkit.errors import PrmkitError
+from prmkit.trace import Trace
+
+app = typer.Typer(help="Import, export, check and summarise trace files in any supported format.",
+                  no_args_is_help=True)
+console = Console()
+err_console = Console(stderr=True)
+
+FromOpt = Annotated[str | None, typer.Option(
+    "--from", "-f", help=f"Input format (detected when omitted): {', '.join(FORMATS)}.")]
+OptionOpt = Annotated[list[str] | None, typer.Option(
+    "--option", "-o", help="A format option KEY=VALUE (VALUE parsed as JSON when it can be), "
+    "e.g. -o out_of_range=skip. Repeatable.")]
+
+
+def parse_options(pairs: list[str] | None) -> dict[str, Any]:
+    """``["a=1", "b=x"]`` -> ``{"a": 1, "b": "x"}``; a value that is not JSON stays a string."""
+    out: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise PrmkitError(f"option {pair!r} is not KEY=VALUE")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def _format_name(path: Path, fmt: str | None) -> str:
+    if not path.exists():
+        raise PrmkitError(f"{path}: no such file")
+    return fmt or detect_format(path)
+
+
+def _read(path: Path, fmt: str | None, options: dict[str, Any], *, skip_invalid: bool,
+          report: ImportReport):
+    f = get_format(_format_name(path, fmt), **options)
+    f.report = report
+    return f.read(path, skip_invalid=skip_invalid)
+
+
+def _print_problems(report: ImportReport, limit: int) -> None:
+    for title, errors in (("skipped", report.skipped), ("issue", report.issues)):
+        for e in errors[:limit]:
+            err_console.print(f"[yellow]{title}[/] {e}", highlight=False, markup=True, soft_wrap=True)
+        if len(errors) > limit:
+            err_console.print(f"… and {len(errors) - limit} more {title} rows")
+        if errors:
+            counts = ", ".join(f"{n}× {r}" for r, n in
+                               (report.skip_reasons() if title == "skipped"
+                                else report.issue_reasons()).most_common(5))
+            err_console.print(f"{title} by reason: {counts}", highlight=False, soft_wrap=True)
+
+
+@app.command()
+def convert(
+    src: Annotated[Path, typer.Argument(help="Input file.")],
+    dst: Annotated[Path, typer.Argument(help="Output file (.parquet writes Parquet).")],
+    from_: FromOpt = None,
+    to: Annotated[str | None, typer.Option(
+        "--to", "-t", help="Output format (default: prmkit, or parquet for a .parquet file).")] = None,
+    skip_invalid: Annotated[bool, typer.Option(
+        help="Skip malformed records (each is listed with its location and reason).")] = False,
+    option: OptionOpt = None,
+    write_option: Annotated[list[str] | None, typer.Option(
+        "--write-option", "-w", help="An output format option KEY=VALUE. Repeatable.")] = None,
+    show: Annotated[int, typer.Option(help="How many skipped rows / issues to list.")] = 20,
+) -> None:
+    """Convert a trace file from one format to another, streaming.
+
+    Example: prmkit data convert processbench/gsm8k.json pb.jsonl --to trl_stepwise
+    """
+    report = ImportReport()
+    traces = _read(src, from_, parse_options(option), skip_invalid=skip_invalid, report=report)
+    to = to or ("parquet" if dst.suffix == ".parquet" else "prmkit")
+    if to == "parquet":
+        from prmkit.data._hf import write_parquet
+
+        n = write_parquet(traces, dst)
+    else:
+        n = get_format(to, **parse_options(write_option)).write(traces, dst)
+    _print_problems(report, show)
+    console.print(f"wrote {n} {to} records to {dst} ({report.summary()})", highlight=False)
+
+
+@app.command()
+def validate(
+    path: Annotated[Path, typer.Argument(help="File to check.")],
+    from_: FromOpt = None,
+    option: OptionOpt = None,
+    show: Annotated[int, typer.Option(help="How many problems to list (0: all).")] = 0,
+) -> None:
+    """Check every record; list malformed rows as file:line: field — reason. Exits 1 on any problem.
+
+    Problems that an importer can keep a record for (say a PRMBench error index past the last step)
+    are listed as issues and also fail the check.
+    """
+    report = ImportReport()
+    fmt = _format_name(path, from_)
+    for _ in _read(path, fmt, parse_options(option), skip_invalid=True, report=report):
+        pass
+    limit = show or len(report.skipped) + len(report.issues) + 1
+    _print_problems(report, limit)
+    ok = not report.skipped and not report.issues
+    style = "green" if ok else "red"
+    console.print(f"[{style}]{path}: {fmt}: {report.summary()}[/]", highlight=False)
+    if not ok:
+        raise typer.Exit(1)
+
+
+@app.command()
+def stats(
+    path: Annotated[Path, typer.Argument(help="File to summarise.")],
+    from_: FromOpt = None,
+    option: OptionOpt = None,
+    label_source: Annotated[str | None, typer.Option(
+        help="Count only labels from this source (human, mc_hard, symbolic, ...).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+) -> None:
+    """Traces, steps per trace, label distribution and the first-error histogram.
+
+    Example: prmkit data stats processbench/math.json
+    """
+    from prmkit.data._stats import compute_stats
+
+    report = ImportReport()
+    st = compute_stats(_read(path, from_, parse_options(option), skip_invalid=False, report=report),
+                       label_source=label_source)
+    if as_json:
+        typer.echo(json.dumps({**st.to_dict(), "issues": len(report.issues)}, indent=2))
+        return
+    s = st.steps_summary()
+    t = Table(title=f"{path.name}", show_header=False)
+    t.add_row("traces", str(st.traces))
+    t.add_row("steps", str(st.steps))
+    t.add_row("steps per trace", f"min {s['min']}  mean {s['mean']:.2f}  median {s['median']:g}  "
+              f"max {s['max']}")
+    t.add_row("traces with no wrong step", str(st.no_error))
+    t.add_row("outcomes", ", ".join(f"{k} {v}" for k, v in st.outcomes.most_common()))
+    t.add_row("step kinds", ", ".join(f"{k} {v}" for k, v in st.kinds.most_common()))
+    if report.issues:
+        t.add_row("import issues", str(len(report.issues)))
+    console.print(t)
+    lt = Table(title="step labels")
+    for col in ("source", "label", "steps", "share"):
+        lt.add_column(col, justify="right" if col in ("steps", "share") else "left")
+    for (src, bucket), n in sorted(st.labels.items()):
+        lt.add_row(src, bucket, str(n), f"{n / max(st.steps, 1):.1%}")
+    console.print(lt)
+    ft = Table(title="first wrong step (0-based)")
+    for col in ("first error", "traces", "share"):
+        ft.add_column(col, justify="right")
+    for k, n in sorted(st.first_error.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
+        name = "none (-1)" if k == -1 else "unknown" if k is None else str(k)
+        ft.add_row(name, str(n), f"{n / max(st.traces, 1):.1%}")
+    console.print(ft)
+
+
+def _render(trace: Trace) -> None:
+    from rich.panel import Panel
+    from rich.text import Text
+
+    body = Text()
+    body.append("problem: ", style="bold")
+    body.append(trace.problem.text.strip() + "\n")
+    if trace.problem.answer is not None:
+        body.append("reference answer: ", style="bold")
+        body.append(f"{trace.problem.answer}\n")
+    for i, s in enumerate(trace.steps):
+        lab = s.label()
+        mark = ("   ·" if lab is None else
+                f"{lab.value:+.0f}" if lab.kind == "hard" else f"{lab.value:.2f}").rjust(4)
+        style = ("dim" if lab is None or lab.positive is None else
+                 "green" if lab.positive else "red")
+        body.append(f"[{i}] {mark} ", style=style)
+        if s.kind != "reasoning":
+            body.append(f"<{s.kind}> ", style="cyan")
+        body.append(s.text.strip().replace("\n", "\n         ") + "\n")
+        if s.scores:
+            body.append("         scores: " + ", ".join(f"{k}={v:.3f}" for k, v in s.scores.items())
+                        + "\n", style="magenta")
+    body.append("final answer: ", style="bold")
+    body.append(f"{trace.final_answer}   outcome: {trace.outcome}   first error: "
+                f"{trace.first_error()}")
+    console.print(Panel(body, title=f"{trace.id}  ({trace.source or 'unknown source'})",
+                        title_align="left"))
+
+
+@app.command()
+def inspect(
+    path: Annotated[Path, typer.Argument(help="File to show.")],
+    from_: FromOpt = None,
+    option: OptionOpt = None,
+    n: Annotated[int, typer.Option("-n", help="How many traces to show.")] = 3,
+    id_: Annotated[list[str] | None, typer.Option("--id", help="Show the trace(s) with this id.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print prmkit JSON instead.")] = False,
+) -> None:
+    """Show traces: problem, steps with their labels and scores, final answer and outcome."""
+    report = ImportReport()
+    shown = 0
+    for t in _read(path, from_, parse_options(option), skip_invalid=False, report=report):
+        if id_ and t.id not in id_:
+            continue
+        if as_json:
+            typer.echo(json.dumps(t.to_dict(), ensure_ascii=False, indent=2))
+        else:
+            _render(t)
+        shown += 1
+        if not id_ and shown >= n:
+            break
+    if id_ and shown == 0:
+        raise PrmkitError(f"{path}: no trace with id {', '.join(id_)}")
+
+
+__all__ = ["app", "parse_options"]
