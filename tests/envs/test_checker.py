@@ -1,0 +1,68 @@
+"""The symbolic step checker on hand-written steps with hand-derived verdicts."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from prmkit import Problem, Step, Trace
+from prmkit.envs._checker import SymbolicChecker, numbers_in_text
+
+
+@pytest.mark.parametrize("text, derived, verdict", [
+    ("3 + 5 = 8", [], "correct"),
+    ("3 x 5 = 15 apples", [], "correct"),
+    ("3 × 5 = 16 apples", [], "arithmetic_error"),
+    ("16 - 3 - 4 = 9", [16, 4], "correct"),
+    ("16 - 3 - 4 = 9", [], "unknown_quantity"),       # 16 and 4 are not quantities of this problem
+    ("so he has 8 left", [8], "correct"),
+    ("so he has 8 left", [], "unknown_quantity"),
+    ("She sells 48/2 = <<48/2=24>>24 clips", [], "correct"),
+    ("She sells 48/2 = <<48/2=25>>25 clips", [], "arithmetic_error"),
+    ("Let's add the numbers.", [], "no_claim"),
+    ("Step 2: 3 * 5 = 15", [], "correct"),            # "2" names the step, it is not a quantity
+    ("(3 + 5) * 2 = 16", [], "correct"),
+    ("3 + 5 * 2 = 16", [], "arithmetic_error"),       # precedence: 3 + 10 = 13
+    ("5 / 2 = 2.5", [], "correct"),
+    ("48 / 5 = 9.6", [], "correct"),
+    ("48 / 5 = 9.5", [], "arithmetic_error"),
+    ("3 + 5 = 8, then 8 * 2 = 16", [], "correct"),     # a result is usable within the same step
+])
+def test_verdicts(text, derived, verdict):
+    c = SymbolicChecker(given=[3, 5, 48, 2])
+    assert c.check_step(text, derived=derived).verdict == verdict
+
+
+def test_rounded_result_accepted_to_its_precision():
+    c = SymbolicChecker(given=[10, 3])
+    assert c.check_step("10 / 3 = 3.33").verdict == "correct"
+    assert c.check_step("10 / 3 = 3.3").verdict == "correct"
+    assert c.check_step("10 / 3 = 3.4").verdict == "arithmetic_error"
+    assert c.check_step("10 / 3 = 3").verdict == "arithmetic_error"  # an integer claim is exact
+
+
+def test_trace_order_matters_and_labels_attach():
+    p = Problem("Tom has 3 apples and buys 5 more. Then he doubles them. How many?")
+    c = SymbolicChecker.for_problem(p)
+    assert c.given == {Fraction(3), Fraction(5), Fraction(2)}  # "doubles" counts as 2
+    t = Trace("t", p, [Step("8 * 2 = 16"), Step("3 + 5 = 8"), Step("The answer is 16.")])
+    checks = c.label(t)
+    # 8 is used before it is derived; afterwards it is known.
+    assert [k.verdict for k in checks] == ["unknown_quantity", "correct", "correct"]
+    assert [s.label("symbolic").value for s in t.steps] == [-1, 1, 1]
+    assert t.steps[0].labels[0].meta["verdict"] == "unknown_quantity"
+    assert t.provenance[-1].stage == "label"
+
+
+def test_strict_path_flags_wrong_operation():
+    c = SymbolicChecker(given=[9, 11, 3], values=[20, 60], strict_path=True)
+    assert [k.verdict for k in c.check_steps(["9 + 11 = 20", "20 * 3 = 60"])] == ["correct"] * 2
+    assert c.check_steps(["9 - 3 = 6"])[0].verdict == "wrong_value"
+    loose = SymbolicChecker(given=[9, 11, 3], values=[20, 60])
+    assert loose.check_steps(["9 - 3 = 6"])[0].verdict == "correct"
+
+
+def test_numbers_in_text():
+    assert numbers_in_text("He pays $1,200.50 for 3 dozen eggs, twice.") == [
+        Fraction("1200.50"), Fraction(3), Fraction(12), Fraction(2)]
