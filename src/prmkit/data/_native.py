@@ -19,8 +19,12 @@ class PrmkitFormat(Format):
 
     @classmethod
     def detect(cls, record: Any) -> bool:
-        return isinstance(record, dict) and "id" in record and "steps" in record and isinstance(
-            record.get("problem"), (dict, str))
+        # prmkit writes the problem as an object and steps as objects; ProcessBench has the same
+        # top-level keys but a string problem and string steps.
+        if not (isinstance(record, dict) and "id" in record and isinstance(record.get("steps"), list)):
+            return False
+        steps = record["steps"]
+        return isinstance(record.get("problem"), dict) or bool(steps) and isinstance(steps[0], dict)
 
     def decode(self, f: Fields) -> list[Trace]:
         return [Trace.from_fields(f)]
