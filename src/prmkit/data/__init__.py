@@ -1,5 +1,14 @@
 """Public data formats (import / export), step splitters, answer extraction and equivalence."""
 
+from prmkit.data._answers import (
+    answers_equal,
+    extract_answer,
+    extract_answer_is,
+    extract_boxed,
+    extract_gsm8k,
+    extract_last_number,
+    normalize_answer,
+)
 from prmkit.data._format import (
     FORMATS,
     Format,
@@ -19,7 +28,28 @@ from prmkit.data._hf import (
     to_hf_dataset,
     write_parquet,
 )
+from prmkit.data._prm800k import prm800k_alternatives
+from prmkit.data._prmbench import prmbench_original
+from prmkit.data._split import (
+    SPLITTERS,
+    Splitter,
+    get_splitter,
+    messages_to_trace,
+    register_splitter,
+    split_trace,
+    trace_to_messages,
+)
+from prmkit.data._stats import TraceStats, compute_stats
 
-__all__ = ["arrow_schema", "decode_rows", "from_hf_dataset", "read_parquet", "to_hf_dataset",
-           "write_parquet", "FORMATS", "Format", "ImportReport", "convert", "detect_format", "get_format", "read",
-           "register_format", "write"]
+__all__ = [
+    "FORMATS", "Format", "ImportReport", "convert", "detect_format", "get_format", "read",
+    "register_format", "write",
+    "arrow_schema", "decode_rows", "from_hf_dataset", "read_parquet", "to_hf_dataset",
+    "write_parquet",
+    "answers_equal", "extract_answer", "extract_answer_is", "extract_boxed", "extract_gsm8k",
+    "extract_last_number", "normalize_answer",
+    "SPLITTERS", "Splitter", "get_splitter", "messages_to_trace", "register_splitter", "split_trace",
+    "trace_to_messages",
+    "prm800k_alternatives", "prmbench_original",
+    "TraceStats", "compute_stats",
+]
