@@ -87,6 +87,11 @@ class Format:
         """One record from one trace; raise :class:`PrmkitError` when the trace cannot be expressed."""
         raise PrmkitError(f"format {self.name!r} cannot be written")
 
+    def encode_record(self, traces: list[Trace]) -> dict[str, Any]:
+        """The record that ``decode`` turned into ``traces`` (most formats make one trace per record;
+        a format that makes several, such as MATH-APS's search trees, overrides this)."""
+        return self.encode(traces[0])
+
     # -- helpers for subclasses ---------------------------------------------------------------------
     def issue(self, f: Fields, key: str | int | None, reason: str) -> FormatError:
         """Record a non-fatal problem at ``key`` in the current record and return it."""
@@ -182,6 +187,7 @@ FORMATS: dict[str, str] = {
     "openrlhf": "prmkit.data._openrlhf:OpenRLHFFormat",
     "gsm8k": "prmkit.data._gsm8k:GSM8KFormat",
     "math": "prmkit.data._math:MATHFormat",
+    "math_aps": "prmkit.data._math_aps:MathAPSFormat",
 }
 
 

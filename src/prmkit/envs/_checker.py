@@ -279,7 +279,7 @@ class SymbolicChecker:
         with the verdict and reason in the label's meta. Returns the checks."""
         checks = self.check_steps([s.text for s in trace.steps])
         args = {"strict_path": self.strict_path}
-        for step, chk in zip(trace.steps, checks):
+        for step, chk in zip(trace.steps, checks, strict=True):
             step.labels.append(StepLabel(1 if chk.ok else -1, source=source, labeler=self.name,
                                          args=args, meta={"verdict": chk.verdict,
                                                           "reason": chk.reason}))
