@@ -103,3 +103,56 @@ def test_parse_options():
     assert parse_options(["a=1", "b=x", "c=[1,2]", "d="]) == {"a": 1, "b": "x", "c": [1, 2], "d": ""}
     with pytest.raises(PrmkitError):
         parse_options(["novalue"])
+
+
+@pytest.mark.realdata
+def test_stats_processbench_math(shared_data, capsys):
+    # The example: 1,000 traces, 406 of them with no wrong step.
+    code, out, _ = run(["data", "stats", str(shared_data / "processbench" / "math.json"), "--json"],
+                       capsys)
+    d = json.loads(out)
+    assert code == 0 and d["traces"] == 1000 and d["first_error"]["-1"] == 406
+    assert sum(d["first_error"].values()) == 1000 and "unknown" not in d["first_error"]
+
+
+@pytest.mark.realdata
+def test_validate_prmbench_reports_out_of_range_rows(shared_data, capsys):
+    p = shared_data / "prmbench" / "prm800k_test_p1_4o_circular.jsonl"
+    code, out, err = run(["data", "validate", str(p)], capsys)
+    assert code == 1
+    assert f"{p}:54: error_steps[1] — step 34 is not one of the 33 steps" in err.replace("\n", "")
+
+
+@pytest.mark.realdata
+@pytest.mark.parametrize("rel, fmt", [
+    ("processbench/math.json", "processbench"), ("processbench/gsm8k.json", "processbench"),
+    ("prm800k_sample/openr_samples_prm800k.jsonl", "prm800k"),
+    ("prm800k_sample/tongyx361_phase1_train_example.json", "prm800k"),
+    ("math_shepherd_sample/samples_math-shepherd.jsonl", "math_shepherd"),
+    ("math_aps_sample/samples_math-aps.jsonl", "math_aps"), ("gsm8k/train.jsonl", "gsm8k"),
+    ("gsm8k/test_socratic.jsonl", "gsm8k"), ("math500/test.jsonl", "math"),
+    ("prmbench/prm800k_train_p1_first400_4o_deception.jsonl", "prmbench"),
+])
+def test_every_real_file_is_detected(shared_data, rel, fmt):
+    from prmkit.data import detect_format
+
+    assert detect_format(shared_data / rel) == fmt
+
+
+@pytest.mark.realdata
+def test_convert_real_processbench_to_trl_and_back(shared_data, tmp_path, capsys):
+    from prmkit.data import read
+
+    out = tmp_path / "pb.trl.jsonl"
+    code, msg, _ = run(["data", "convert", str(shared_data / "processbench" / "gsm8k.json"), str(out),
+                        "--to", "trl_stepwise"], capsys)
+    assert code == 0 and "wrote 400 trl_stepwise records" in msg
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    # Error-free traces keep every step; others end at their first wrong step, labelled False.
+    src = list(read(shared_data / "processbench" / "gsm8k.json"))
+    for t, r in zip(src, rows, strict=True):
+        fe = t.first_error()
+        assert len(r["completions"]) == (len(t.steps) if fe == -1 else fe + 1)
+        assert r["labels"] == [True] * len(r["labels"]) if fe == -1 else r["labels"][-1] is False
+    back = list(read(out, "trl_stepwise"))
+    assert [len(t.steps) for t in back] == [len(r["completions"]) for r in rows]
