@@ -30,3 +30,14 @@ def shared_data() -> Path:
 def fixtures() -> Path:
     """Hand-written fixture files committed with the tests."""
     return FIXTURES
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test that reads ../shared/data must carry the ``realdata`` marker (so CI can select or
+    deselect real-data tests with ``-m``); a test that forgets it fails at collection."""
+    missing = [item.nodeid for item in items
+               if "shared_data" in getattr(item, "fixturenames", ())
+               and item.get_closest_marker("realdata") is None]
+    if missing:
+        raise pytest.UsageError("tests use shared_data without @pytest.mark.realdata: "
+                                + ", ".join(missing))
