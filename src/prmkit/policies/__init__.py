@@ -1,0 +1,18 @@
+"""Generation backends behind one interface: ``hf`` (transformers, GGUF included), ``openai_compat``
+(vLLM, llama.cpp server, Ollama) and ``scripted`` (deterministic, for tests)."""
+
+from prmkit.policies._base import (
+    POLICIES,
+    Completion,
+    GenerationRequest,
+    Policy,
+    SamplingParams,
+    apply_stop,
+    derive_seed,
+    get_policy,
+    register_policy,
+)
+from prmkit.policies._scripted import ScriptedPolicy
+
+__all__ = ["POLICIES", "Completion", "GenerationRequest", "Policy", "SamplingParams", "apply_stop",
+           "derive_seed", "get_policy", "register_policy", "ScriptedPolicy"]

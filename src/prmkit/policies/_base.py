@@ -1,0 +1,142 @@
+"""The policy interface: sample N completions per prompt, or continue from a prefix of steps.
+
+Every backend (``hf``, ``openai_compat``, ``scripted``) implements one method over a batch of
+requests, :meth:`Policy.generate`. A request is a chat prompt plus an optional ``prefix``: text the
+assistant has already written (the steps so far), which the completion continues. Sampling N
+solutions to a problem is a request with an empty prefix and ``params.n = N``; a Monte Carlo rollout
+or a search expansion is a request whose prefix holds the steps kept so far.
+
+Backends are found by name in :data:`POLICIES` (``"name" -> "module:attr"``, imported on first use,
+so a missing optional dependency only matters for the backend that needs it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from prmkit.errors import PrmkitError
+
+__all__ = ["SamplingParams", "GenerationRequest", "Completion", "Policy", "POLICIES", "get_policy",
+           "register_policy", "derive_seed", "apply_stop"]
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to sample. ``n`` completions per request; ``stop`` strings end a completion (the stop string
+    is not part of the returned text); ``seed`` makes sampling repeatable (backends derive one seed per
+    request from it, so a request's completions do not depend on what else is in the batch)."""
+
+    n: int = 1
+    max_new_tokens: int = 256
+    temperature: float = 0.7
+    top_p: float = 1.0
+    stop: tuple[str, ...] = ()
+    seed: int | None = 0
+
+    def __post_init__(self) -> None:
+        errors = []
+        if self.n < 1:
+            errors.append(f"n must be >= 1, got {self.n}")
+        if self.max_new_tokens < 1:
+            errors.append(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.temperature < 0:
+            errors.append(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            errors.append(f"top_p must be in (0, 1], got {self.top_p}")
+        if errors:
+            raise PrmkitError("sampling parameters: " + "; ".join(errors))
+        object.__setattr__(self, "stop", tuple(self.stop))
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["stop"] = list(self.stop)
+        return d
+
+
+@dataclass
+class GenerationRequest:
+    """A chat prompt (OpenAI-style ``messages``) and the assistant text written so far (``prefix``).
+
+    ``key`` identifies the request for seeding (say ``"arith-0-17"`` or ``"arith-0-17#s3/step2"``):
+    the same key and seed give the same completions whatever batch the request is in.
+    """
+
+    messages: list[dict[str, Any]]
+    prefix: str = ""
+    key: str = ""
+
+
+@dataclass
+class Completion:
+    """One sampled continuation: ``text`` (after the prefix, stop string removed), why it ended
+    (``"stop"``: end of sequence or a stop string; ``"length"``: ``max_new_tokens`` reached), and the
+    token counts it cost."""
+
+    text: str
+    finish_reason: str = "stop"
+    num_tokens: int = 0
+    prompt_tokens: int = 0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """A generation backend."""
+
+    #: Registry name of the backend ("hf", "openai_compat", "scripted").
+    name: str
+    #: What produced the text, for provenance (a path, hub id or served model name).
+    model_id: str
+
+    def generate(self, requests: Sequence[GenerationRequest], params: SamplingParams
+                 ) -> list[list[Completion]]:
+        """``params.n`` completions for each request, in request order."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """The backend's settings, recorded in every trace's provenance."""
+        ...
+
+
+def derive_seed(seed: int | None, key: str, index: int = 0) -> int | None:
+    """A per-request seed from a base seed, the request key and a sample index (stable across runs
+    and platforms, unlike ``hash()``)."""
+    if seed is None:
+        return None
+    digest = hashlib.sha256(f"{seed}:{key}:{index}".encode()).digest()
+    return int.from_bytes(digest[:4], "little")
+
+
+def apply_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
+    """Cut ``text`` at the earliest stop string; returns ``(text, stopped)``."""
+    cut = min((i for s in stop if s and (i := text.find(s)) >= 0), default=-1)
+    return (text[:cut], True) if cut >= 0 else (text, False)
+
+
+#: name -> "module:attr" of the policy class.
+POLICIES: dict[str, str] = {
+    "hf": "prmkit.policies._hf:HFPolicy",
+    "openai_compat": "prmkit.policies._openai_compat:OpenAICompatPolicy",
+    "scripted": "prmkit.policies._scripted:ScriptedPolicy",
+}
+
+
+def register_policy(name: str, target: str) -> None:
+    """Register a backend class as ``"module:attr"`` under ``name``."""
+    POLICIES[name] = target
+
+
+def get_policy(name: str, **kwargs: Any) -> Policy:
+    """An instance of the backend registered as ``name``, built with ``kwargs``."""
+    if name not in POLICIES:
+        raise PrmkitError(f"unknown policy backend {name!r}; known: {', '.join(sorted(POLICIES))}")
+    module, _, attr = POLICIES[name].partition(":")
+    cls = getattr(importlib.import_module(module), attr)
+    try:
+        return cls(**kwargs)
+    except TypeError as e:
+        raise PrmkitError(f"policy {name!r}: {e}") from None
