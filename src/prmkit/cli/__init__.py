@@ -11,6 +11,7 @@ import sys
 import typer
 
 from prmkit.cli._data import app as data_app
+from prmkit.cli._generate import generate as generate_cmd
 
 __all__ = ["app", "main"]
 
@@ -22,6 +23,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(data_app, name="data")
+app.command(name="generate")(generate_cmd)
 
 
 @app.command()

@@ -1,0 +1,186 @@
+"""Sampling traces: problems -> policy -> traces with steps, answers, outcomes and symbolic labels.
+
+:func:`sample_traces` is what ``prmkit generate`` runs. It writes each problem's N traces as soon as
+they exist (one flushed JSON line each) and, run again with the same arguments, skips the problems
+already complete: an interrupt loses nothing written, and because sampling is seeded per problem
+(``hf`` is batch-invariant), a resumed file holds the same traces as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prmkit._jsonio import iter_json_records
+from prmkit.data._answers import answers_equal, extract_answer
+from prmkit.data._split import get_splitter
+from prmkit.envs._checker import SymbolicChecker
+from prmkit.envs._prompts import PromptBuilder
+from prmkit.errors import FormatError, PrmkitError
+from prmkit.policies._base import Completion, Policy, SamplingParams
+from prmkit.trace import Problem, Trace, TraceWriter
+
+__all__ = ["sample_traces", "completion_to_trace", "SampleReport"]
+
+
+@dataclass
+class SampleReport:
+    """What a :func:`sample_traces` run did."""
+
+    problems: int = 0
+    skipped_done: int = 0
+    generated: int = 0
+    correct: int = 0
+    tokens: int = 0
+    dropped_partial: int = 0
+    finish: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / self.generated if self.generated else 0.0
+
+
+def completion_to_trace(problem: Problem, completion: Completion, *, trace_id: str, source: str,
+                        splitter: str = "newline", label: bool = True,
+                        meta: dict[str, Any] | None = None,
+                        provenance: tuple[str, dict[str, Any]] | None = None) -> Trace:
+    """One trace from one completion: steps cut by ``splitter`` (spans into the completion text), the
+    final answer extracted, the outcome checked against ``problem.answer``, symbolic step labels."""
+    text = completion.text
+    steps = get_splitter(splitter).split(text)
+    answer = extract_answer(text)
+    if problem.answer is None:
+        outcome = "unknown"
+    else:
+        outcome = "correct" if answer is not None and answers_equal(answer, problem.answer) else "incorrect"
+    trace = Trace(id=trace_id, problem=problem, steps=steps, final_answer=answer, outcome=outcome,
+                  source=source, text=text,
+                  meta={"generation": {"finish_reason": completion.finish_reason,
+                                       "num_tokens": completion.num_tokens,
+                                       "prompt_tokens": completion.prompt_tokens,
+                                       **(meta or {})}})
+    if provenance is not None:
+        trace.add_provenance("generate", *provenance)
+    if label and steps:
+        SymbolicChecker.for_problem(problem).label(trace)
+    return trace
+
+
+def _existing(path: Path, n: int) -> tuple[set[str], int]:
+    """Problem ids already complete in ``path``; rewrite the file without partial problems or a torn
+    last line (an interrupted write), which are regenerated. Returns ``(done ids, dropped lines)``."""
+    if not path.exists():
+        return set(), 0
+    errors: list[FormatError] = []
+    rows: list[tuple[int, dict[str, Any]]] = list(iter_json_records(path, container="jsonl",
+                                                                    errors=errors))
+    total_lines = sum(1 for _ in open(path, "rb"))
+    # Only the very last line may be torn; anything else is a corrupt file we must not paper over.
+    bad = [e for e in errors if e.line != total_lines]
+    if bad:
+        raise PrmkitError(f"cannot resume: {bad[0]} (fix or remove the file, or pass --overwrite)")
+    per_problem: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    for line, obj in rows:
+        pid = obj.get("meta", {}).get("generation", {}).get("problem_id") if isinstance(obj, dict) else None
+        if pid is None:
+            raise PrmkitError(f"cannot resume: {path}:{line} was not written by prmkit generate")
+        per_problem.setdefault(pid, []).append((line, obj))
+    done = {pid for pid, rs in per_problem.items() if len(rs) >= n}
+    keep = [obj for pid in per_problem if pid in done for _, obj in per_problem[pid]]
+    dropped = len(rows) - len(keep) + len(errors)
+    if dropped:
+        import json
+
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            for obj in keep:
+                f.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
+        os.replace(tmp, path)
+    return done, dropped
+
+
+def sample_traces(problems: Sequence[Problem], policy: Policy, out: str | os.PathLike, *,
+                  params: SamplingParams, prompts: PromptBuilder, problems_per_call: int = 4,
+                  splitter: str = "newline", label: bool = True, overwrite: bool = False,
+                  progress: bool = True, on_problem: Callable[[Problem, list[Trace]], None] | None = None
+                  ) -> SampleReport:
+    """Sample ``params.n`` traces per problem with ``policy`` and append them to ``out`` (JSONL).
+
+    Problems already complete in ``out`` are skipped (resume); ``overwrite`` starts afresh. Each
+    trace's provenance records the policy, sampling parameters, seed and prompt.
+    """
+    out = Path(out)
+    if overwrite and out.exists():
+        out.unlink()
+    done, dropped = _existing(out, params.n)
+    report = SampleReport(problems=len(problems), dropped_partial=dropped)
+    todo = [p for p in problems if _pid(p) not in done]
+    report.skipped_done = len(problems) - len(todo)
+    prov = {"policy": policy.describe(), "sampling": params.to_dict(), "prompt": prompts.describe(),
+            "splitter": splitter}
+    bar = _bar(progress, len(todo))
+    try:
+        with TraceWriter(out, append=True) as w:
+            for start in range(0, len(todo), problems_per_call):
+                chunk = todo[start:start + problems_per_call]
+                results = policy.generate([prompts.request(p, key=_pid(p)) for p in chunk], params)
+                for p, comps in zip(chunk, results, strict=True):
+                    traces = []
+                    for k, c in enumerate(comps):
+                        t = completion_to_trace(p, c, trace_id=f"{_pid(p)}#{k}",
+                                                source=policy.model_id, splitter=splitter,
+                                                label=label, meta={"problem_id": _pid(p), "sample": k},
+                                                provenance=(policy.name, prov))
+                        w.write(t)
+                        traces.append(t)
+                        report.generated += 1
+                        report.correct += t.outcome == "correct"
+                        report.tokens += c.num_tokens
+                        report.finish[c.finish_reason] += 1
+                    if on_problem:
+                        on_problem(p, traces)
+                if bar:
+                    bar[0].update(bar[1], advance=len(chunk))
+    finally:
+        if bar:
+            bar[0].stop()
+    return report
+
+
+def _pid(p: Problem) -> str:
+    return p.id or p.text[:64]
+
+
+def _bar(enabled: bool, total: int):
+    if not enabled or total == 0:
+        return None
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
+
+    p = Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                 TimeElapsedColumn(), TimeRemainingColumn())
+    task = p.add_task("problems", total=total)
+    p.start()
+    return p, task
+
+
+def problems_from_file(path: str | os.PathLike, fmt: str | None = None, *, limit: int | None = None,
+                       skip_invalid: bool = False) -> list[Problem]:
+    """Problems (with reference answers) from a dataset file in any format, e.g. GSM8K or MATH-500.
+    A problem's id is its record's trace id (``test.jsonl:17`` for GSM8K, ``unique_id`` for MATH)."""
+    from prmkit.data._format import read
+
+    out: list[Problem] = []
+    for t in read(path, fmt, skip_invalid=skip_invalid):
+        if t.problem.answer is None:
+            raise PrmkitError(f"{path}: problem {t.id} has no reference answer")
+        p = Problem(t.problem.text, answer=t.problem.answer, solution=t.problem.solution,
+                    id=t.problem.id or t.id, meta=dict(t.problem.meta))
+        out.append(p)
+        if limit is not None and len(out) >= limit:
+            break
+    return out
+
