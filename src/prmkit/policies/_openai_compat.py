@@ -11,7 +11,9 @@ Two modes:
   Use completions mode for prefixes there.
 - ``mode="completions"`` renders the chat prompt client-side (``chat_template="chatml"`` or a Hugging
   Face tokenizer whose ``apply_chat_template`` is used), appends the prefix, and posts the text to
-  ``{base_url}/completions``. This is the portable way to continue a prefix.
+  ``{base_url}/completions``. This is the portable way to continue a prefix. The rendered text is sent
+  as is: where a template writes the BOS token as text and the server adds one too (Llama 3 on vLLM),
+  pass ``extra_body={"add_special_tokens": False}`` to vLLM.
 
 Sampling. With ``n_per_request=False`` (the default) the ``n`` samples of a request are ``n`` separate
 HTTP requests, each with its own seed ``derive_seed(params.seed, request.key, i)``, so a sample does
@@ -60,6 +62,10 @@ _MAX_ERROR_TEXT = 500
 #: Upper bound on a server's ``Retry-After`` we are willing to sleep, in seconds.
 _MAX_RETRY_AFTER = 60.0
 _MODES = ("chat", "completions")
+
+
+class _Skipped(Exception):
+    """A job not sent because an earlier one in the batch failed."""
 
 
 class PolicyServerError(PrmkitError):
@@ -120,7 +126,7 @@ def _httpx():
     try:
         import httpx
     except ImportError:
-        raise MissingDependencyError("httpx", None, "the openai_compat policy backend") from None
+        raise MissingDependencyError("httpx", "openai", "the openai_compat policy backend") from None
     return httpx
 
 
@@ -192,8 +198,10 @@ class OpenAICompatPolicy:
         self.progress = progress
         # Kept private and out of describe()/repr so it cannot end up in traces, logs or reports.
         self._api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        self._render, self._template_name = _make_renderer(chat_template) if mode == "completions" \
-            else (None, None)
+        self._render: Callable[[Sequence[dict[str, Any]], str], str] | None = None
+        self._template_name: str | None = None
+        if mode == "completions":
+            self._render, self._template_name = _make_renderer(chat_template)
         # Jitter only needs to spread retries apart; a private generator keeps it from consuming (or
         # depending on) the global `random` state a user may have seeded.
         self._jitter = random.Random()
@@ -232,20 +240,32 @@ class OpenAICompatPolicy:
         jobs = self._jobs(requests, params)
         results: dict[tuple[int, int], list[Completion]] = {}
         bar = _progress(self.progress, len(jobs), f"sampling ({self.model_id} @ {self.base_url})")
+        # Set on the first failure: jobs not yet sent are skipped (a worker would otherwise pick up
+        # the next job before this thread sees the error); those in flight end within `timeout`.
+        abort = threading.Event()
+        error: BaseException | None = None
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(jobs)),
                                                      thread_name_prefix="prmkit-openai")
         try:
-            futures = {pool.submit(self._run_job, job, params): (job[0], job[1]) for job in jobs}
+            futures = {pool.submit(self._run_job, body, params, abort): (i, k) for i, k, body in jobs}
             for fut in concurrent.futures.as_completed(futures):
-                # .result() re-raises the job's error here, in the caller's thread.
-                results[futures[fut]] = fut.result()
+                try:
+                    results[futures[fut]] = fut.result()
+                except _Skipped:
+                    continue
+                except BaseException as e:  # the job's own error, raised below in this thread
+                    abort.set()
+                    error = error or e
+                    continue
                 if bar:
                     bar[0].update(bar[1], advance=1)
         finally:
-            # On an error, drop the jobs not yet started; those in flight end within `timeout`.
+            abort.set()
             pool.shutdown(wait=True, cancel_futures=True)
             if bar:
                 bar[0].stop()
+        if error is not None:
+            raise error
         out = []
         for i in range(len(requests)):
             if self.n_per_request:
@@ -310,11 +330,17 @@ class OpenAICompatPolicy:
         # requests still get identical samples.
         return body, req.key or fallback_key
 
-    def _run_job(self, job: tuple[int, int, dict[str, Any]], params: SamplingParams) -> list[Completion]:
-        _, _, body = job
-        data = self._post(body)
-        expected = params.n if self.n_per_request else 1
-        return self._parse(data, params, expected, body)
+    def _run_job(self, body: dict[str, Any], params: SamplingParams, abort: threading.Event
+                 ) -> list[Completion]:
+        if abort.is_set():
+            raise _Skipped
+        try:
+            data = self._post(body)
+            expected = params.n if self.n_per_request else 1
+            return self._parse(data, params, expected, body)
+        except BaseException:
+            abort.set()  # here, in the worker, so no other worker starts a job after this one failed
+            raise
 
     def _http(self) -> Any:
         """The shared ``httpx.Client`` (thread-safe), opened on first use."""
@@ -475,7 +501,7 @@ def _make_renderer(chat_template: Any) -> tuple[Callable[[Sequence[dict[str, Any
         try:
             from transformers import AutoTokenizer
         except ImportError:
-            raise MissingDependencyError("transformers", None,
+            raise MissingDependencyError("transformers", "hf",
                                          f"rendering prompts with the chat template of {chat_template}"
                                          ) from None
         try:
