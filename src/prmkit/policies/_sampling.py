@@ -13,16 +13,18 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prmkit._jsonio import iter_json_records
 from prmkit.data._answers import answers_equal, extract_answer
 from prmkit.data._split import get_splitter
 from prmkit.envs._checker import SymbolicChecker
-from prmkit.envs._prompts import PromptBuilder
 from prmkit.errors import FormatError, PrmkitError
 from prmkit.policies._base import Completion, Policy, SamplingParams
 from prmkit.trace import Problem, Trace, TraceWriter
+
+if TYPE_CHECKING:  # the prompt builder imports the policy interface, which imports this module
+    from prmkit.envs._prompts import PromptBuilder
 
 __all__ = ["sample_traces", "completion_to_trace", "SampleReport"]
 
