@@ -119,3 +119,21 @@ def test_cli_generate_with_scripted_policy(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "6 traces for 3 problems" in text and "pass@1" in text
     assert len(list(read_traces(out))) == 6
+
+
+@pytest.mark.realdata
+def test_generate_on_gsm8k_test_problems(shared_data, tmp_path):
+    problems = problems_from_file(shared_data / "gsm8k" / "test.jsonl", limit=3)
+    assert [p.answer for p in problems] == ["18", "3", "70000"]
+
+    def reference(request, i):  # the first problem's reference steps, whatever is asked
+        return "Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 duck eggs a day.\nShe makes 9 * 2 = $<<9*2=18>>18.\nThe answer is 18."
+
+    out = tmp_path / "g.jsonl"
+    rep = sample_traces(problems, ScriptedPolicy(reference), out, params=SamplingParams(n=2),
+                        prompts=PromptBuilder("gsm8k", shots=2), progress=False)
+    ts = list(read_traces(out))
+    assert rep.generated == 6 and [t.outcome for t in ts[:2]] == ["correct"] * 2
+    assert all(t.outcome == "incorrect" for t in ts[2:])
+    # The checker reads the problem's numbers and the calculator annotations.
+    assert [s.label("symbolic").meta["verdict"] for s in ts[0].steps] == ["correct"] * 3
