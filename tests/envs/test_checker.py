@@ -46,11 +46,12 @@ def test_trace_order_matters_and_labels_attach():
     p = Problem("Tom has 3 apples and buys 5 more. Then he doubles them. How many?")
     c = SymbolicChecker.for_problem(p)
     assert c.given == {Fraction(3), Fraction(5), Fraction(2)}  # "doubles" counts as 2
-    t = Trace("t", p, [Step("8 * 2 = 16"), Step("3 + 5 = 8"), Step("The answer is 16.")])
+    t = Trace("t", p, [Step("8 * 2 = 16"), Step("3 + 5 = 8"), Step("8 * 2 = 16"),
+                       Step("The answer is 16.")])
     checks = c.label(t)
     # 8 is used before it is derived; afterwards it is known.
-    assert [k.verdict for k in checks] == ["unknown_quantity", "correct", "correct"]
-    assert [s.label("symbolic").value for s in t.steps] == [-1, 1, 1]
+    assert [k.verdict for k in checks] == ["unknown_quantity", "correct", "correct", "correct"]
+    assert [s.label("symbolic").value for s in t.steps] == [-1, 1, 1, 1]
     assert t.steps[0].labels[0].meta["verdict"] == "unknown_quantity"
     assert t.provenance[-1].stage == "label"
 
@@ -66,3 +67,16 @@ def test_strict_path_flags_wrong_operation():
 def test_numbers_in_text():
     assert numbers_in_text("He pays $1,200.50 for 3 dozen eggs, twice.") == [
         Fraction("1200.50"), Fraction(3), Fraction(12), Fraction(2)]
+
+
+@pytest.mark.parametrize("steps, verdicts", [
+    (["3 + 5 = 8", "The answer is 8."], ["correct", "correct"]),
+    (["3 + 5 = 8", "The answer is 5."], ["correct", "unsupported_answer"]),    # 5 is known, not derived
+    (["The answer is 8."], ["unknown_quantity"]),                              # 8 is nowhere
+    (["The answer is 5."], ["unsupported_answer"]),                            # given, not derived
+    (["3 + 5 = 8", "So he has 8 left.", "The answer is: $\\boxed{8}$"], ["correct"] * 3),
+    (["3 + 5 = 8", "The answer is 8 + 2 = 10."], ["correct", "correct"]),      # a computation: checked as one
+])
+def test_final_answer_must_be_what_was_derived(steps, verdicts):
+    c = SymbolicChecker(given=[3, 5, 2])
+    assert [k.verdict for k in c.check_steps(steps)] == verdicts

