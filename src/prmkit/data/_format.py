@@ -9,7 +9,6 @@ allows: round trips are lossless. Reading goes through :func:`read`, which locat
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -19,6 +18,7 @@ from typing import Any, ClassVar
 
 from prmkit._fields import Fields
 from prmkit._jsonio import ensure_parent, iter_json_records, open_text, write_jsonl_line
+from prmkit._registry import Registry
 from prmkit.errors import FormatError, PrmkitError
 from prmkit.trace import Trace
 
@@ -177,7 +177,7 @@ class Format:
 # -- registry ----------------------------------------------------------------------------------------
 
 #: name -> "module:attr", imported on first use.
-FORMATS: dict[str, str] = {
+FORMATS = Registry("format", {
     "prmkit": "prmkit.data._native:PrmkitFormat",
     "prm800k": "prmkit.data._prm800k:PRM800KFormat",
     "math_shepherd": "prmkit.data._math_shepherd:MathShepherdFormat",
@@ -188,28 +188,17 @@ FORMATS: dict[str, str] = {
     "gsm8k": "prmkit.data._gsm8k:GSM8KFormat",
     "math": "prmkit.data._math:MATHFormat",
     "math_aps": "prmkit.data._math_aps:MathAPSFormat",
-}
+})
 
 
 def register_format(name: str, target: str) -> None:
     """Register a format under ``name`` as ``"module:attr"`` (a :class:`Format` subclass)."""
-    FORMATS[name] = target
-
-
-def _load(target: str) -> type[Format]:
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    FORMATS.register(name, target)
 
 
 def get_format(name: str, **options: Any) -> Format:
     """An instance of the format registered as ``name``, configured with ``options``."""
-    if name not in FORMATS:
-        raise PrmkitError(f"unknown format {name!r}; known: {', '.join(sorted(FORMATS))}")
-    cls = _load(FORMATS[name])
-    try:
-        return cls(**options)
-    except TypeError as e:
-        raise PrmkitError(f"format {name!r}: {e}") from None
+    return FORMATS.create(name, **options)
 
 
 def detect_format(path: str | os.PathLike) -> str:
@@ -220,7 +209,7 @@ def detect_format(path: str | os.PathLike) -> str:
         raise PrmkitError(f"{path}: empty file; name its format with --from") from None
     # Native prmkit traces first: they are the most specific.
     for name in FORMATS:
-        if _load(FORMATS[name]).detect(first):
+        if FORMATS.load(name).detect(first):
             return name
     keys = ", ".join(sorted(first)[:8]) if isinstance(first, dict) else type(first).__name__
     raise PrmkitError(f"{path}: cannot tell the format from the first record (keys: {keys}); "

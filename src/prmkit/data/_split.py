@@ -38,13 +38,13 @@ from __future__ import annotations
 
 import bisect
 import copy
-import importlib
 import json
 import re
 from collections.abc import Iterable
 from typing import Any, Protocol, runtime_checkable
 
 from prmkit._fields import Fields
+from prmkit._registry import Registry
 from prmkit.errors import FormatError, PrmkitError
 from prmkit.trace import Problem, Step, Trace
 
@@ -360,17 +360,17 @@ class _Intervals:
 # -- registry ------------------------------------------------------------------------------------------
 
 #: name -> "module:attr", imported on first use.
-SPLITTERS: dict[str, str] = {
+SPLITTERS = Registry("splitter", {
     "blank_line": "prmkit.data._split:BlankLineSplitter",
     "newline": "prmkit.data._split:NewlineSplitter",
     "step_marker": "prmkit.data._split:StepMarkerSplitter",
     "sentence": "prmkit.data._split:SentenceSplitter",
-}
+})
 
 
 def register_splitter(name: str, target: str) -> None:
     """Register a splitter class (or factory) under ``name`` as ``"module:attr"``."""
-    SPLITTERS[name] = target
+    SPLITTERS.register(name, target)
 
 
 def get_splitter(name: str, **options: Any) -> Splitter:
@@ -379,14 +379,7 @@ def get_splitter(name: str, **options: Any) -> Splitter:
     >>> get_splitter("sentence", newline=True).options
     {'newline': True}
     """
-    if name not in SPLITTERS:
-        raise PrmkitError(f"unknown splitter {name!r}; known: {', '.join(sorted(SPLITTERS))}")
-    module, _, attr = SPLITTERS[name].partition(":")
-    factory = getattr(importlib.import_module(module), attr)
-    try:
-        return factory(**options)
-    except TypeError as e:
-        raise PrmkitError(f"splitter {name!r}: {e}") from None
+    return SPLITTERS.create(name, **options)
 
 
 def split_trace(text: str, splitter: str | Splitter = "blank_line", *, id: str,

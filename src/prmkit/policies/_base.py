@@ -13,11 +13,11 @@ so a missing optional dependency only matters for the backend that needs it).
 from __future__ import annotations
 
 import hashlib
-import importlib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from prmkit._registry import Registry
 from prmkit.errors import PrmkitError
 
 __all__ = ["SamplingParams", "GenerationRequest", "Completion", "Policy", "POLICIES", "get_policy",
@@ -118,25 +118,18 @@ def apply_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
 
 
 #: name -> "module:attr" of the policy class.
-POLICIES: dict[str, str] = {
+POLICIES = Registry("policy backend", {
     "hf": "prmkit.policies._hf:HFPolicy",
     "openai_compat": "prmkit.policies._openai_compat:OpenAICompatPolicy",
     "scripted": "prmkit.policies._scripted:ScriptedPolicy",
-}
+})
 
 
 def register_policy(name: str, target: str) -> None:
     """Register a backend class as ``"module:attr"`` under ``name``."""
-    POLICIES[name] = target
+    POLICIES.register(name, target)
 
 
 def get_policy(name: str, **kwargs: Any) -> Policy:
     """An instance of the backend registered as ``name``, built with ``kwargs``."""
-    if name not in POLICIES:
-        raise PrmkitError(f"unknown policy backend {name!r}; known: {', '.join(sorted(POLICIES))}")
-    module, _, attr = POLICIES[name].partition(":")
-    cls = getattr(importlib.import_module(module), attr)
-    try:
-        return cls(**kwargs)
-    except TypeError as e:
-        raise PrmkitError(f"policy {name!r}: {e}") from None
+    return POLICIES.create(name, **kwargs)
