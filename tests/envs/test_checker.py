@@ -80,3 +80,16 @@ def test_numbers_in_text():
 def test_final_answer_must_be_what_was_derived(steps, verdicts):
     c = SymbolicChecker(given=[3, 5, 2])
     assert [k.verdict for k in c.check_steps(steps)] == verdicts
+
+
+def test_path_values_accept_reorderings_that_reach_the_answer():
+    from prmkit.envs._checker import path_values
+
+    add_two = {"start": 10, "values": [15, 22],
+               "ops": [{"op": "+", "operand": 5}, {"op": "+", "operand": 7}]}
+    assert path_values(add_two) == [15, 17, 22]  # 10 + 7 = 17 first is as valid
+    mixed = {"start": 9, "values": [20, 60],
+             "ops": [{"op": "+", "operand": 11}, {"op": "*", "operand": 3}]}
+    assert path_values(mixed) == [20, 60]  # 9 * 3 + 11 = 38 is not the answer: not a valid path
+    c = SymbolicChecker(given=[10, 5, 7], values=path_values(add_two), strict_path=True)
+    assert [k.verdict for k in c.check_steps(["10 + 7 = 17", "17 + 5 = 22"])] == ["correct"] * 2

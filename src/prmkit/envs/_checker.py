@@ -196,7 +196,7 @@ class SymbolicChecker:
         if meta:
             # The list of given numbers is exact here: no step may use a 1 or a 2 the story lacks.
             kwargs.setdefault("constants", ())
-            return cls(meta["given"], values=meta["values"], **kwargs)
+            return cls(meta["given"], values=path_values(meta), **kwargs)
         return cls(numbers_in_text(problem.text), **kwargs)
 
     # -- checking ------------------------------------------------------------------------------------
@@ -324,6 +324,27 @@ class SymbolicChecker:
                                                           "reason": chk.reason}))
         trace.add_provenance("label", self.name, args)
         return checks
+
+
+def path_values(meta: dict[str, Any]) -> list[Fraction]:
+    """Every intermediate value of an ``arith`` problem along any order of its operations that still
+    reaches the true answer (adding 5 then 7 or 7 then 5 are both valid paths), so strict checking
+    does not flag a valid reordering."""
+    from itertools import permutations
+
+    fns = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv}
+    ops = [(o["op"], Fraction(o["operand"])) for o in meta["ops"]]
+    target = Fraction(meta["values"][-1]) if meta["values"] else Fraction(meta["start"])
+    values = {Fraction(v) for v in meta["values"]}
+    if len(ops) <= 6:  # at most 720 orders
+        for order in set(permutations(ops)):
+            x, seen = Fraction(meta["start"]), []
+            for op, b in order:
+                x = fns[op](x, b)
+                seen.append(x)
+            if x == target:
+                values.update(seen)
+    return sorted(values)
 
 
 def _is_label_number(text: str, start: int, end: int) -> bool:
