@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from prmkit._progress import progress_bar
 from prmkit.errors import MissingDependencyError, PrmkitError
 from prmkit.policies._base import Completion, GenerationRequest, SamplingParams, apply_stop, derive_seed
 
@@ -229,8 +230,8 @@ class HFPolicy:
                  ) -> list[list[Completion]]:
         torch = _torch()
         out: list[list[Completion]] = []
-        bar = _progress(self.progress, len(requests) * params.n, f"sampling ({self.model_id})")
-        try:
+        with progress_bar(len(requests) * params.n, f"sampling ({self.model_id})",
+                          enabled=self.progress) as advance:
             for req in requests:
                 ids, shared = self._encode(req)
                 seeds = [derive_seed(params.seed, req.key or self.render(req), k)
@@ -239,12 +240,8 @@ class HFPolicy:
                 for start in range(0, params.n, self.batch_size):
                     chunk = seeds[start:start + self.batch_size]
                     row += self._generate_rows(ids, shared, chunk, params, torch)
-                    if bar:
-                        bar[0].update(bar[1], advance=len(chunk))
+                    advance(len(chunk))
                 out.append(row)
-        finally:
-            if bar:
-                bar[0].stop()
         return out
 
     def _encode(self, req: GenerationRequest) -> tuple[list[int], int]:
@@ -337,16 +334,3 @@ class HFPolicy:
 
 def _as_list(x: Any) -> list[Any]:
     return list(x) if isinstance(x, (list, tuple)) else [x]
-
-
-def _progress(enabled: bool, total: int, label: str):
-    """A rich progress bar over rows, or None when disabled or not worth showing."""
-    if not enabled or total <= 1:
-        return None
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
-    p = Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                 TimeRemainingColumn(), transient=True)
-    task = p.add_task(label, total=total)
-    p.start()
-    return p, task

@@ -45,12 +45,12 @@ import errno
 import json
 import os
 import random
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from prmkit._progress import progress_bar
 from prmkit.errors import MissingDependencyError, PrmkitError
 from prmkit.policies._base import Completion, GenerationRequest, SamplingParams, apply_stop, derive_seed
 
@@ -239,31 +239,30 @@ class OpenAICompatPolicy:
             return []
         jobs = self._jobs(requests, params)
         results: dict[tuple[int, int], list[Completion]] = {}
-        bar = _progress(self.progress, len(jobs), f"sampling ({self.model_id} @ {self.base_url})")
         # Set on the first failure: jobs not yet sent are skipped (a worker would otherwise pick up
         # the next job before this thread sees the error); those in flight end within `timeout`.
         abort = threading.Event()
         error: BaseException | None = None
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(jobs)),
                                                      thread_name_prefix="prmkit-openai")
-        try:
-            futures = {pool.submit(self._run_job, body, params, abort): (i, k) for i, k, body in jobs}
-            for fut in concurrent.futures.as_completed(futures):
-                try:
-                    results[futures[fut]] = fut.result()
-                except _Skipped:
-                    continue
-                except BaseException as e:  # the job's own error, raised below in this thread
-                    abort.set()
-                    error = error or e
-                    continue
-                if bar:
-                    bar[0].update(bar[1], advance=1)
-        finally:
-            abort.set()
-            pool.shutdown(wait=True, cancel_futures=True)
-            if bar:
-                bar[0].stop()
+        with progress_bar(len(jobs), f"sampling ({self.model_id} @ {self.base_url})",
+                          enabled=self.progress, tty_only=True) as advance:
+            try:
+                futures = {pool.submit(self._run_job, body, params, abort): (i, k)
+                           for i, k, body in jobs}
+                for fut in concurrent.futures.as_completed(futures):
+                    try:
+                        results[futures[fut]] = fut.result()
+                    except _Skipped:
+                        continue
+                    except BaseException as e:  # the job's own error, raised below in this thread
+                        abort.set()
+                        error = error or e
+                        continue
+                    advance(1)
+            finally:
+                abort.set()
+                pool.shutdown(wait=True, cancel_futures=True)
         if error is not None:
             raise error
         out = []
@@ -598,18 +597,3 @@ def _has_errno(e: BaseException | None, code: int) -> bool:
             return True
         e = e.__cause__ or e.__context__
     return False
-
-
-def _progress(enabled: bool, total: int, label: str):
-    """A transient rich progress bar over HTTP requests, or None when disabled, not on a terminal,
-    or not worth showing."""
-    if not enabled or total <= 1 or not sys.stderr.isatty():
-        return None
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
-    p = Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                 TimeRemainingColumn(), transient=True, console=Console(stderr=True))
-    task = p.add_task(label, total=total)
-    p.start()
-    return p, task

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from prmkit._jsonio import iter_json_records
+from prmkit._jsonio import iter_json_records, open_text, write_jsonl_line
+from prmkit._progress import progress_bar
 from prmkit.data._answers import answers_equal, extract_answer
 from prmkit.data._split import get_splitter
 from prmkit.envs._checker import SymbolicChecker
@@ -97,12 +98,10 @@ def _existing(path: Path, n: int) -> tuple[set[str], int]:
     keep = [obj for pid in per_problem if pid in done for _, obj in per_problem[pid]]
     dropped = len(rows) - len(keep) + len(errors)
     if dropped:
-        import json
-
         tmp = path.with_suffix(path.suffix + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
+        with open_text(tmp, "w") as f:
             for obj in keep:
-                f.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
+                write_jsonl_line(f, obj)
         os.replace(tmp, path)
     return done, dropped
 
@@ -126,49 +125,32 @@ def sample_traces(problems: Sequence[Problem], policy: Policy, out: str | os.Pat
     report.skipped_done = len(problems) - len(todo)
     prov = {"policy": policy.describe(), "sampling": params.to_dict(), "prompt": prompts.describe(),
             "splitter": splitter}
-    bar = _bar(progress, len(todo))
-    try:
-        with TraceWriter(out, append=True) as w:
-            for start in range(0, len(todo), problems_per_call):
-                chunk = todo[start:start + problems_per_call]
-                results = policy.generate([prompts.request(p, key=_pid(p)) for p in chunk], params)
-                for p, comps in zip(chunk, results, strict=True):
-                    traces = []
-                    for k, c in enumerate(comps):
-                        t = completion_to_trace(p, c, trace_id=f"{_pid(p)}#{k}",
-                                                source=policy.model_id, splitter=splitter,
-                                                label=label, meta={"problem_id": _pid(p), "sample": k},
-                                                provenance=(policy.name, prov))
-                        w.write(t)
-                        traces.append(t)
-                        report.generated += 1
-                        report.correct += t.outcome == "correct"
-                        report.tokens += c.num_tokens
-                        report.finish[c.finish_reason] += 1
-                    if on_problem:
-                        on_problem(p, traces)
-                if bar:
-                    bar[0].update(bar[1], advance=len(chunk))
-    finally:
-        if bar:
-            bar[0].stop()
+    with progress_bar(len(todo), "problems", enabled=progress, transient=False) as advance, \
+            TraceWriter(out, append=True) as w:
+        for start in range(0, len(todo), problems_per_call):
+            chunk = todo[start:start + problems_per_call]
+            results = policy.generate([prompts.request(p, key=_pid(p)) for p in chunk], params)
+            for p, comps in zip(chunk, results, strict=True):
+                traces = []
+                for k, c in enumerate(comps):
+                    t = completion_to_trace(p, c, trace_id=f"{_pid(p)}#{k}",
+                                            source=policy.model_id, splitter=splitter,
+                                            label=label, meta={"problem_id": _pid(p), "sample": k},
+                                            provenance=(policy.name, prov))
+                    w.write(t)
+                    traces.append(t)
+                    report.generated += 1
+                    report.correct += t.outcome == "correct"
+                    report.tokens += c.num_tokens
+                    report.finish[c.finish_reason] += 1
+                if on_problem:
+                    on_problem(p, traces)
+            advance(len(chunk))
     return report
 
 
 def _pid(p: Problem) -> str:
     return p.id or p.text[:64]
-
-
-def _bar(enabled: bool, total: int):
-    if not enabled or total == 0:
-        return None
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
-
-    p = Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                 TimeElapsedColumn(), TimeRemainingColumn())
-    task = p.add_task("problems", total=total)
-    p.start()
-    return p, task
 
 
 def problems_from_file(path: str | os.PathLike, fmt: str | None = None, *, limit: int | None = None,
