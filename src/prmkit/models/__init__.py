@@ -1,0 +1,26 @@
+"""PRM and ORM families behind one scoring interface.
+
+- :class:`RewardModel`: ``score(traces)`` -> per-step (PRM) or per-trace (ORM) probabilities of being
+  correct, batched; ``from_pretrained`` / ``from_backbone`` / ``save_pretrained``.
+- :class:`Convention` and :data:`CONVENTIONS`: how a family writes a trace and reads its scores
+  (``prmkit``, ``trl``, ``qwen2.5-math-prm``, ``math-shepherd``, ``rlhflow``, ``skywork-prm``).
+- :func:`align`: step character spans -> exactly one token position per step, for any tokenizer.
+"""
+
+from prmkit.models._align import Aligned, AlignmentError, Rendered, align
+from prmkit.models._backbones import BACKBONES, build_char_tokenizer, build_tiny_backbone, resolve_backbone
+from prmkit.models._conventions import (
+    CONVENTIONS,
+    QWEN_PRM_SYSTEM,
+    Convention,
+    get_convention,
+    register_convention,
+)
+from prmkit.models._model import RM_CONFIG, Encoded, RewardModel, load_reward_model
+
+__all__ = [
+    "Aligned", "AlignmentError", "Rendered", "align",
+    "BACKBONES", "build_char_tokenizer", "build_tiny_backbone", "resolve_backbone",
+    "CONVENTIONS", "QWEN_PRM_SYSTEM", "Convention", "get_convention", "register_convention",
+    "RM_CONFIG", "Encoded", "RewardModel", "load_reward_model",
+]

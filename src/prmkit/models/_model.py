@@ -1,0 +1,338 @@
+"""One scoring interface over every PRM family, and the ORM: ``RewardModel.score(traces)``.
+
+A :class:`RewardModel` is a ``transformers`` model, its tokenizer, a :class:`Convention` (how traces
+are written and where scores are read) and a ``kind``:
+
+- ``"prm"``: one probability per step, read at each step's label position;
+- ``"orm"``: one probability per trace (outcome supervision), read at the last step's position of the
+  same rendering, so PRM and ORM see exactly the same tokens.
+
+Checkpoints are plain ``save_pretrained`` folders (safetensors) that ``transformers`` loads without
+prmkit (``AutoModelForTokenClassification`` for classifier heads, ``AutoModelForCausalLM`` for
+LM-token heads); ``prmkit_rm.json`` beside them records the convention and kind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from prmkit.errors import MissingDependencyError, PrmkitError
+from prmkit.models._align import Aligned, AlignmentError, align
+from prmkit.models._conventions import Convention, get_convention
+from prmkit.trace import Trace
+
+__all__ = ["RewardModel", "Encoded", "RM_CONFIG", "load_reward_model"]
+
+#: The file in a checkpoint folder that tells prmkit how to use the model (transformers ignores it).
+RM_CONFIG = "prmkit_rm.json"
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        raise MissingDependencyError("torch", "hf", "reward models") from None
+    return torch
+
+
+@dataclass
+class Encoded:
+    """A trace ready for the model: token ids, label positions, and (training) targets per position."""
+
+    input_ids: list[int]
+    positions: list[int]
+    targets: list[float | None] | None
+    n_steps: int
+    dropped: int
+    trace_id: str | None = None
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+
+class RewardModel:
+    """A PRM or ORM behind one interface: :meth:`score` returns per-step (PRM) or per-trace (ORM)
+    probabilities that the step (trace) is correct.
+
+    ``max_length`` truncates inputs: a PRM loses whole trailing steps (scored ``None``), an ORM rejects
+    traces that do not fit.
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, *, convention: Convention | str | None = None,
+                 kind: str = "prm", max_length: int | None = None, name: str | None = None) -> None:
+        if kind not in ("prm", "orm"):
+            raise PrmkitError(f"kind must be 'prm' or 'orm', got {kind!r}")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.convention = get_convention(convention)
+        self.kind = kind
+        self.max_length = max_length
+        self.name = name or getattr(getattr(model, "config", None), "_name_or_path", None) or "reward-model"
+        self.verdict_ids: tuple[int, int] | None = None
+        if self.convention.head == "lm_token":
+            self.verdict_ids = (self._single_token(self.convention.bad), self._single_token(self.convention.good))
+        if getattr(tokenizer, "pad_token_id", None) is None:
+            tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+        if getattr(model, "config", None) is not None and getattr(model.config, "pad_token_id", None) is None:
+            model.config.pad_token_id = tokenizer.pad_token_id
+
+    # -- construction ---------------------------------------------------------------------------------
+    @classmethod
+    def from_pretrained(cls, path: str, *, convention: Convention | str | dict | None = None,
+                        kind: str | None = None, device: str | None = None, dtype: str | None = None,
+                        trust_remote_code: bool = False, max_length: int | None = None) -> RewardModel:
+        """Load a checkpoint (prmkit's, or a published PRM with ``convention=`` its registered name).
+
+        A folder with ``prmkit_rm.json`` brings its own convention and kind; arguments override them.
+        """
+        from prmkit.models._backbones import resolve_backbone
+
+        path = resolve_backbone(path)
+        saved: dict[str, Any] = {}
+        cfg_file = Path(path) / RM_CONFIG
+        if cfg_file.is_file():
+            saved = json.loads(cfg_file.read_text())
+        conv = get_convention(convention if convention is not None else saved.get("convention"))
+        kind = kind or saved.get("kind", "prm")
+        max_length = max_length or saved.get("max_length")
+        model, tok = _load(path, conv, device=device, dtype=dtype, trust_remote_code=trust_remote_code)
+        return cls(model, tok, convention=conv, kind=kind, max_length=max_length, name=saved.get("name", path))
+
+    @classmethod
+    def from_backbone(cls, backbone: str, *, convention: Convention | str | dict | None = None,
+                      kind: str = "prm", num_labels: int = 2, device: str | None = None,
+                      dtype: str | None = None, trust_remote_code: bool = False,
+                      max_length: int | None = None, seed: int = 0) -> RewardModel:
+        """A new reward model on a pretrained backbone (a fresh head for ``classifier`` conventions),
+        ready to train. ``backbone`` is a path, hub id or one of ``smollm2``, ``minilm``, ``tiny``."""
+        from prmkit.models._backbones import resolve_backbone
+
+        torch = _torch()
+        conv = get_convention(convention)
+        path = resolve_backbone(backbone)
+        torch.manual_seed(seed)  # the new head's initial weights
+        model, tok = _load(path, conv, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
+                           num_labels=num_labels)
+        return cls(model, tok, convention=conv, kind=kind, max_length=max_length, name=backbone)
+
+    def _single_token(self, text: str) -> int:
+        ids = self.tokenizer.encode(text, add_special_tokens=False)
+        if len(ids) != 1:
+            raise PrmkitError(f"convention {self.convention.name!r}: verdict {text!r} is {len(ids)} tokens "
+                              "for this tokenizer; it must be exactly one")
+        return ids[0]
+
+    # -- encoding -------------------------------------------------------------------------------------
+    def render(self, trace: Trace, verdicts: list[bool] | None = None):
+        return self.convention.render(trace.problem.text, [s.text for s in trace.steps], self.tokenizer,
+                                      verdicts=verdicts)
+
+    def encode(self, trace: Trace, targets: Sequence[float | None] | None = None) -> Encoded:
+        """Token ids and label positions of ``trace`` (one per step for a PRM, one for an ORM).
+
+        ``targets`` (training): per step for a PRM, one value for an ORM. Raises
+        :class:`AlignmentError` when the trace cannot be aligned.
+        """
+        verdicts = None
+        if self.convention.chat == "turns" and targets is not None and self.kind == "prm":
+            verdicts = [t is None or t >= 0.5 for t in targets]  # teacher forcing, as RLHFlow trained
+        r = self.render(trace, verdicts)
+        a: Aligned = align(r, self.tokenizer, max_length=self.max_length,
+                           add_special_tokens=self.convention.add_special_tokens, trace_id=trace.id)
+        positions = a.positions
+        tg = list(targets) if targets is not None else None
+        if self.kind == "orm":
+            if a.dropped:
+                raise AlignmentError(f"longer than max_length={self.max_length}; an ORM needs the whole "
+                                     "trace", trace_id=trace.id)
+            positions = positions[-1:]
+            if tg is not None and len(tg) != 1:
+                raise PrmkitError(f"an ORM takes one target per trace, got {len(tg)}")
+        elif tg is not None:
+            if len(tg) != a.n_steps:
+                raise PrmkitError(f"trace {trace.id!r}: {len(tg)} targets for {a.n_steps} steps")
+            tg = tg[:len(positions)]
+        ids = a.input_ids
+        if self.is_causal:  # nothing after the last label position can change a decoder's scores
+            ids = ids[:positions[-1] + 1 + (1 if r.label_tokens is not None else 0)]
+        return Encoded(ids, positions, tg, a.n_steps, a.dropped, trace.id)
+
+    @property
+    def is_causal(self) -> bool:
+        cfg = getattr(self.model, "config", None)
+        return not (getattr(cfg, "is_encoder_decoder", False) or _is_encoder(cfg))
+
+    # -- forward --------------------------------------------------------------------------------------
+    @property
+    def device(self):
+        return next(self.model.parameters()).device
+
+    def collate(self, batch: Sequence[Encoded]) -> dict[str, Any]:
+        """Right-padded tensors plus the flat (row, position) index of every label position."""
+        torch = _torch()
+        width = max(len(e) for e in batch)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        ids = torch.full((len(batch), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        rows, cols, targets = [], [], []
+        for i, e in enumerate(batch):
+            ids[i, :len(e)] = torch.tensor(e.input_ids)
+            mask[i, :len(e)] = 1
+            rows += [i] * len(e.positions)
+            cols += e.positions
+            if e.targets is not None:
+                targets += [float("nan") if t is None else float(t) for t in e.targets]
+        out = {"input_ids": ids, "attention_mask": mask, "rows": torch.tensor(rows, dtype=torch.long),
+               "cols": torch.tensor(cols, dtype=torch.long)}
+        if targets:
+            out["targets"] = torch.tensor(targets, dtype=torch.float32)
+        return out
+
+    def position_logits(self, input_ids, attention_mask, rows, cols):
+        """Logits at the label positions: ``[N, 2]`` (class 1 = correct) or ``[N, 1]`` (sigmoid)."""
+        if self.verdict_ids is not None:
+            backbone = getattr(self.model, self.model.base_model_prefix)
+            hidden = backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+            h = hidden[rows, cols]
+            out_emb = self.model.get_output_embeddings()
+            idx = list(self.verdict_ids)
+            logits = h @ out_emb.weight[idx].T
+            if getattr(out_emb, "bias", None) is not None:
+                logits = logits + out_emb.bias[idx]
+            return logits
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask)
+        logits = out.logits if hasattr(out, "logits") else out[0]
+        return logits[rows, cols]
+
+    @staticmethod
+    def probabilities(logits):
+        """P(correct) from position logits (softmax class 1, or sigmoid of a single output)."""
+        torch = _torch()
+        if logits.shape[-1] == 1:
+            return torch.sigmoid(logits[:, 0].float())
+        return torch.softmax(logits.float(), dim=-1)[:, 1]
+
+    def score(self, traces: Sequence[Trace], *, batch_size: int = 8,
+              progress: bool = False) -> list[list[float | None]]:
+        """Per trace: P(correct) of every step (PRM; ``None`` for steps cut by ``max_length``), or a
+        one-element list with P(trace correct) (ORM). Batches are formed by length; the result does
+        not depend on the batch size (tested).
+        """
+        torch = _torch()
+        from prmkit._progress import progress_bar
+
+        encoded = [self.encode(t) for t in traces]
+        order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+        results: list[list[float | None]] = [[] for _ in traces]
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.inference_mode(), progress_bar(len(encoded), "scoring", enabled=progress) as advance:
+                for s in range(0, len(order), batch_size):
+                    idx = order[s:s + batch_size]
+                    batch = self.collate([encoded[i] for i in idx])
+                    dev = self.device
+                    p = self.probabilities(self.position_logits(
+                        batch["input_ids"].to(dev), batch["attention_mask"].to(dev),
+                        batch["rows"].to(dev), batch["cols"].to(dev))).tolist()
+                    at = 0
+                    for i in idx:
+                        k = len(encoded[i].positions)
+                        scores: list[float | None] = p[at:at + k]
+                        at += k
+                        if self.kind == "prm":
+                            scores += [None] * encoded[i].dropped
+                        results[i] = scores
+                    advance(len(idx))
+        finally:
+            self.model.train(was_training)
+        return results
+
+    def score_traces(self, traces: Sequence[Trace], key: str | None = None, **kw: Any) -> list[Trace]:
+        """Score and write the results into the traces: ``step.scores[key]`` (PRM) or
+        ``trace.meta["scores"][key]`` (ORM); ``key`` defaults to ``kind``."""
+        key = key or self.kind
+        for t, s in zip(traces, self.score(traces, **kw), strict=True):
+            if self.kind == "prm":
+                for step, v in zip(t.steps, s, strict=True):
+                    if v is not None:
+                        step.scores[key] = v
+            else:
+                t.meta.setdefault("scores", {})[key] = s[0]
+            t.add_provenance("score", key, {"model": self.name, "kind": self.kind,
+                                            "convention": self.convention.name})
+        return list(traces)
+
+    # -- saving ---------------------------------------------------------------------------------------
+    def save_pretrained(self, path: str | os.PathLike, *, extra: dict[str, Any] | None = None) -> None:
+        """A plain transformers folder (safetensors) plus ``prmkit_rm.json``."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(path)
+        self.tokenizer.save_pretrained(path)
+        info = {"kind": self.kind, "convention": self.convention.to_dict(), "max_length": self.max_length,
+                "name": self.name, **(extra or {})}
+        (path / RM_CONFIG).write_text(json.dumps(info, indent=2, default=str) + "\n")
+
+
+def _is_encoder(cfg: Any) -> bool:
+    """A model type with a masked-LM head is bidirectional (BERT-like); decoder-only ones have none."""
+    if cfg is None:
+        return False
+    try:
+        from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    except ImportError:  # pragma: no cover - very old transformers
+        return True  # unknown: do not trim
+    return getattr(cfg, "model_type", None) in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+
+def _load(path: str, conv: Convention, *, device: str | None, dtype: str | None,
+          trust_remote_code: bool, num_labels: int | None = None) -> tuple[Any, Any]:
+    torch = _torch()
+    try:
+        from transformers import (
+            AutoConfig,
+            AutoModel,
+            AutoModelForCausalLM,
+            AutoModelForTokenClassification,
+            AutoTokenizer,
+        )
+    except ImportError:
+        raise MissingDependencyError("transformers", "hf", "reward models") from None
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    torch_dtype = getattr(torch, dtype) if dtype else (
+        torch.bfloat16 if device.startswith("cuda") else torch.float32)
+    kw: dict[str, Any] = {"trust_remote_code": trust_remote_code}
+    try:
+        tok = AutoTokenizer.from_pretrained(path, **kw)
+        if conv.head == "lm_token":
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, **kw)
+        else:
+            cfg = AutoConfig.from_pretrained(path, **kw)
+            archs = getattr(cfg, "architectures", None) or []
+            if trust_remote_code and archs and not any(a.endswith("ForTokenClassification") for a in archs) \
+                    and getattr(cfg, "auto_map", None) and "AutoModel" in cfg.auto_map:
+                model = AutoModel.from_pretrained(path, dtype=torch_dtype, **kw)  # e.g. Qwen2.5-Math-PRM
+            else:
+                extra: dict[str, Any] = {}
+                if num_labels is not None and not any(a.endswith("ForTokenClassification") for a in archs):
+                    extra = {"num_labels": num_labels,
+                             "id2label": {0: "incorrect", 1: "correct"} if num_labels == 2 else {0: "correct"},
+                             "label2id": {"incorrect": 0, "correct": 1} if num_labels == 2 else {"correct": 0}}
+                model = AutoModelForTokenClassification.from_pretrained(path, dtype=torch_dtype, **extra, **kw)
+    except OSError as e:
+        raise PrmkitError(f"cannot load reward model {path!r}: {e}") from None
+    except ValueError as e:
+        raise PrmkitError(f"cannot load reward model {path!r}: {e}") from None
+    model.to(device).eval()
+    return model, tok
+
+
+def load_reward_model(path: str, **kwargs: Any) -> RewardModel:
+    """Shorthand for :meth:`RewardModel.from_pretrained`."""
+    return RewardModel.from_pretrained(path, **kwargs)

@@ -1,0 +1,16 @@
+"""PRM and ORM training: a config dataclass and a trainer you can read top to bottom.
+
+>>> from prmkit.train import load_config
+>>> load_config("tiny", ["train=[traces.jsonl]"]).model
+'tiny'
+"""
+
+from prmkit.train._config import ConfigError, LoraSettings, TrainConfig, example_configs, load_config
+from prmkit.train._data import DataReport, encode_traces, length_batches, outcome_target, step_targets
+from prmkit.train._trainer import TrainResult, evaluate_encoded, position_loss, train
+
+__all__ = [
+    "ConfigError", "LoraSettings", "TrainConfig", "example_configs", "load_config",
+    "DataReport", "encode_traces", "length_batches", "outcome_target", "step_targets",
+    "TrainResult", "evaluate_encoded", "position_loss", "train",
+]

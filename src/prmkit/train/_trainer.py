@@ -1,0 +1,431 @@
+"""PRM and ORM training, top to bottom: data -> model -> loop -> checkpoint.
+
+Loss: at each step's label position, cross-entropy between the head's two-class distribution and the
+target ``[1 - p, p]`` (``p`` = 1 / 0 for hard labels, the Monte Carlo probability for soft ones), or
+binary cross-entropy for a one-output head; positions without a label are masked. It is summed over
+the labelled positions of an optimizer step and divided by their number, so gradient accumulation
+gives the same update as one big batch.
+
+Runs on one process or many (``accelerate launch``, DDP; gloo on CPU): each process takes every
+``world``-th batch. Checkpoints (``save_every``) hold the weights (or LoRA adapter), the optimizer
+state in safetensors and the position in the data, so a resumed run continues exactly where it
+stopped. The final model is a plain ``save_pretrained`` folder; LoRA is merged into it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prmkit.errors import MissingDependencyError, PrmkitError
+from prmkit.eval._metrics import auroc, first_error_accuracy
+from prmkit.models._model import Encoded, RewardModel
+from prmkit.train._config import TrainConfig
+from prmkit.train._data import DataReport, encode_traces, length_batches, read_trace_files, split_by_problem
+
+__all__ = ["train", "TrainResult", "evaluate_encoded", "position_loss"]
+
+CHECKPOINT_PREFIX = "checkpoint-"
+STATE_FILE = "trainer_state.json"
+#: Config fields that must match for a run to resume from a checkpoint.
+RESUME_KEYS = ("kind", "model", "convention", "num_labels", "lora", "train", "format", "label_source",
+               "neutral", "soft_labels", "outcome", "max_traces", "max_length", "batch_size", "grad_accum",
+               "lr", "weight_decay", "warmup_ratio", "epochs", "max_steps", "bucketing", "seed", "eval_fraction")
+
+
+@dataclass
+class TrainResult:
+    """What a run did: where the model is, how it was fed, how fast it went, how it scored."""
+
+    output_dir: str
+    steps: int
+    seconds: float
+    tokens: int
+    padded_tokens: int
+    train_data: dict[str, Any]
+    eval_data: dict[str, Any] | None
+    eval: dict[str, Any] | None
+    history: list[dict[str, Any]] = field(default_factory=list)
+    resumed_from: str | None = None
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.seconds if self.seconds else 0.0
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        raise MissingDependencyError("torch", "train", "training") from None
+    return torch
+
+
+def position_loss(logits, targets):
+    """``(sum of losses, count)`` over labelled positions (``targets`` NaN = no label)."""
+    torch = _torch()
+    mask = ~torch.isnan(targets)
+    t = targets[mask]
+    lg = logits[mask].float()
+    if t.numel() == 0:
+        return lg.sum() * 0.0, 0
+    if lg.shape[-1] == 1:
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(lg[:, 0], t, reduction="sum")
+    else:
+        logp = torch.log_softmax(lg, dim=-1)
+        loss = -(t * logp[:, 1] + (1 - t) * logp[:, 0]).sum()
+    return loss, int(t.numel())
+
+
+class _Scorer:
+    """Wraps the model so that the forward pass DDP sees is the one that computes position logits."""
+
+    @staticmethod
+    def build(rm: RewardModel):
+        torch = _torch()
+
+        class Scorer(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.model = rm.model
+
+            def forward(self, input_ids, attention_mask, rows, cols):
+                return rm.position_logits(input_ids, attention_mask, rows, cols)
+
+        return Scorer()
+
+
+def evaluate_encoded(rm: RewardModel, encoded: list[Encoded], *, batch_size: int = 8) -> dict[str, Any]:
+    """Eval loss, step AUROC and first-error accuracy (PRM) or trace accuracy / AUROC (ORM)."""
+    torch = _torch()
+    if not encoded:
+        return {}
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+    preds: list[list[float]] = [[] for _ in encoded]
+    loss_sum, count = 0.0, 0
+    was_training = rm.model.training
+    rm.model.eval()
+    try:
+        with torch.inference_mode():
+            for s in range(0, len(order), batch_size):
+                idx = order[s:s + batch_size]
+                b = rm.collate([encoded[i] for i in idx])
+                dev = rm.device
+                logits = rm.position_logits(b["input_ids"].to(dev), b["attention_mask"].to(dev),
+                                            b["rows"].to(dev), b["cols"].to(dev))
+                ls, n = position_loss(logits, b["targets"].to(dev))
+                loss_sum += float(ls)
+                count += n
+                p = rm.probabilities(logits).tolist()
+                at = 0
+                for i in idx:
+                    k = len(encoded[i].positions)
+                    preds[i] = p[at:at + k]
+                    at += k
+    finally:
+        rm.model.train(was_training)
+    scores, positives = [], []
+    for e, p in zip(encoded, preds, strict=True):
+        for t, v in zip(e.targets or [], p, strict=True):
+            if t is not None:
+                scores.append(v)
+                positives.append(t >= 0.5)
+    out: dict[str, Any] = {"eval_loss": loss_sum / max(count, 1), "eval_positions": count,
+                           "eval_traces": len(encoded)}
+    out["auroc"] = auroc(scores, positives)
+    if rm.kind == "prm":
+        out["first_error_accuracy"] = first_error_accuracy(preds, [e.targets or [] for e in encoded])
+    else:
+        out["accuracy"] = sum((s >= 0.5) == p for s, p in zip(scores, positives, strict=True)) / max(len(scores), 1)
+    return out
+
+
+# -- checkpoints ------------------------------------------------------------------------------------------
+
+def _checkpoints(out: Path) -> list[Path]:
+    found = [p for p in out.glob(CHECKPOINT_PREFIX + "*") if (p / STATE_FILE).is_file()]
+    return sorted(found, key=lambda p: int(p.name[len(CHECKPOINT_PREFIX):]))
+
+
+def _save_optimizer(optimizer, path: Path) -> dict[str, Any]:
+    """Optimizer tensors to safetensors (nothing pickled); the rest is returned for the JSON state."""
+    torch = _torch()
+    from safetensors.torch import save_file
+
+    sd = optimizer.state_dict()
+    tensors, scalars = {}, {}
+    for pid, state in sd["state"].items():
+        for k, v in state.items():
+            if torch.is_tensor(v):
+                tensors[f"{pid}.{k}"] = v.detach().contiguous().cpu()
+            else:
+                scalars[f"{pid}.{k}"] = v
+    save_file(tensors, str(path))
+    return {"param_groups": sd["param_groups"], "scalars": scalars}
+
+
+def _load_optimizer(optimizer, path: Path, saved: dict[str, Any]) -> None:
+    from safetensors.torch import load_file
+
+    state: dict[int, dict[str, Any]] = {}
+    for key, v in load_file(str(path)).items():
+        pid, _, name = key.partition(".")
+        state.setdefault(int(pid), {})[name] = v
+    for key, v in saved.get("scalars", {}).items():
+        pid, _, name = key.partition(".")
+        state.setdefault(int(pid), {})[name] = v
+    optimizer.load_state_dict({"state": state, "param_groups": saved["param_groups"]})
+
+
+def _resume_mismatch(cfg: TrainConfig, saved: dict[str, Any]) -> list[str]:
+    now = cfg.to_dict()
+    return [f"{k}: checkpoint has {saved.get(k)!r}, config has {now.get(k)!r}"
+            for k in RESUME_KEYS if json.dumps(saved.get(k), sort_keys=True, default=str)
+            != json.dumps(now.get(k), sort_keys=True, default=str)]
+
+
+# -- the run ------------------------------------------------------------------------------------------------
+
+def train(cfg: TrainConfig, *, log=print) -> TrainResult:
+    """Train a PRM or ORM as ``cfg`` says; returns a :class:`TrainResult` (the model is in
+    ``cfg.output_dir``)."""
+    torch = _torch()
+    try:
+        from accelerate import Accelerator
+        from accelerate.utils import set_seed
+    except ImportError:
+        raise MissingDependencyError("accelerate", "train", "training") from None
+    problems = cfg.validate()
+    if problems:
+        from prmkit.train._config import ConfigError
+
+        raise ConfigError(problems)
+
+    acc = Accelerator(cpu=not torch.cuda.is_available())
+    main = acc.is_main_process
+    say = log if main else (lambda *a, **k: None)
+    set_seed(cfg.seed)
+    out = Path(cfg.output_dir)
+
+    # 1. Where to start: a fresh backbone, or the newest checkpoint of this run.
+    ckpt = _checkpoints(out)[-1] if cfg.resume and out.is_dir() and _checkpoints(out) else None
+    state: dict[str, Any] = {}
+    if ckpt is not None:
+        state = json.loads((ckpt / STATE_FILE).read_text())
+        bad = _resume_mismatch(cfg, state["config"])
+        if bad:
+            raise PrmkitError(f"{ckpt} was written by a different configuration; use another output_dir "
+                              "or resume=false:\n  " + "\n  ".join(bad))
+        say(f"resuming from {ckpt} (step {state['step']})")
+    full_ckpt = ckpt is not None and cfg.lora is None
+    rm = (RewardModel.from_pretrained(str(ckpt), max_length=cfg.max_length, dtype=cfg.dtype)
+          if full_ckpt else
+          RewardModel.from_backbone(cfg.model, convention=cfg.convention, kind=cfg.kind,
+                                    num_labels=cfg.num_labels, dtype=cfg.dtype, max_length=cfg.max_length,
+                                    trust_remote_code=cfg.trust_remote_code, seed=cfg.seed))
+    rm.model.to(acc.device)
+    if cfg.disable_dropout:
+        for m in rm.model.modules():
+            if isinstance(m, torch.nn.Dropout):
+                m.p = 0.0
+
+    # 2. Data: read, hold out, encode; everything left out is counted.
+    traces = read_trace_files(cfg.train, cfg.format, cfg.max_traces)
+    held: list = []
+    if cfg.eval:
+        held = read_trace_files(cfg.eval, cfg.format)
+    elif cfg.eval_fraction > 0:
+        traces, held = split_by_problem(traces, cfg.eval_fraction, cfg.seed)
+    label_kw = {"kind": cfg.kind, "label_source": cfg.label_source, "neutral": cfg.neutral,
+                "soft": cfg.soft_labels, "outcome": cfg.outcome}
+    train_report, eval_report = DataReport(), DataReport()
+    data = encode_traces(rm, traces, report=train_report, **label_kw)
+    eval_data = encode_traces(rm, held, report=eval_report, **label_kw) if held else []
+    say(f"train: {train_report.summary()}")
+    if held:
+        say(f"eval: {eval_report.summary()}")
+    if not data:
+        raise PrmkitError(f"no usable training traces: {train_report.summary()}")
+
+    # 3. LoRA (the new head is trained in full) and the optimizer.
+    peft_model = None
+    if cfg.lora is not None:
+        peft_model = _apply_lora(rm, cfg)
+        if ckpt is not None:
+            from peft import set_peft_model_state_dict
+            from safetensors.torch import load_file
+
+            set_peft_model_state_dict(peft_model, load_file(str(ckpt / "adapter" / "adapter_model.safetensors")))
+    params = [p for p in rm.model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    scorer = _Scorer.build(rm)
+    scorer, optimizer = acc.prepare(scorer, optimizer)
+    if ckpt is not None:
+        _load_optimizer(optimizer.optimizer if hasattr(optimizer, "optimizer") else optimizer,
+                        ckpt / "optimizer.safetensors", state["optimizer"])
+
+    # 4. Schedule: each process takes every world-th batch; all take the same number.
+    world, rank = acc.num_processes, acc.process_index
+    lengths = [len(e) for e in data]
+
+    def epoch_batches(epoch: int) -> list[list[int]]:
+        batches = length_batches(lengths, cfg.batch_size, seed=cfg.seed + epoch, bucketing=cfg.bucketing)
+        per_rank = len(batches) // world
+        return batches[rank::world][:per_rank]
+
+    micro_per_epoch = len(epoch_batches(0))
+    if micro_per_epoch == 0:
+        raise PrmkitError(f"{len(data)} training traces make fewer batches than processes ({world})")
+    steps_per_epoch = math.ceil(micro_per_epoch / cfg.grad_accum)
+    total = cfg.max_steps if cfg.max_steps > 0 else max(1, math.ceil(cfg.epochs * steps_per_epoch))
+    warmup = int(cfg.warmup_ratio * total)
+
+    def lr_at(step: int) -> float:  # linear warmup, then linear decay to 0 (the transformers default)
+        if step < warmup:
+            return cfg.lr * (step + 1) / warmup
+        return cfg.lr * max(0.0, (total - step) / max(1, total - warmup))
+
+    step, epoch, pos = state.get("step", 0), state.get("epoch", 0), state.get("pos", 0)
+    history: list[dict[str, Any]] = state.get("history", [])
+    say(f"{total} optimizer steps ({steps_per_epoch}/epoch, {world} process(es), batch {cfg.batch_size} "
+        f"x accumulation {cfg.grad_accum})")
+
+    # 5. The loop.
+    from prmkit._progress import progress_bar
+
+    seconds, tokens, padded = 0.0, 0, 0
+    win_loss, win_count = 0.0, 0
+    last_eval: dict[str, Any] | None = None
+    scorer.train()
+    with progress_bar(total - step, "training", enabled=cfg.progress and main) as advance:
+        while step < total:
+            batches = epoch_batches(epoch)
+            while pos < len(batches) and step < total:
+                t0 = time.perf_counter()
+                group = [rm.collate([data[i] for i in b]) for b in batches[pos:pos + cfg.grad_accum]]
+                labelled = sum(int((~torch.isnan(g["targets"])).sum()) for g in group)
+                for g_i, g in enumerate(group):
+                    sync = g_i == len(group) - 1
+                    with nullcontext() if sync or world == 1 else acc.no_sync(scorer):
+                        logits = scorer(*(g[k].to(acc.device) for k in ("input_ids", "attention_mask", "rows", "cols")))
+                        loss, n = position_loss(logits, g["targets"].to(acc.device))
+                        acc.backward(loss / max(labelled, 1))
+                    win_loss += float(loss.detach())
+                    win_count += n
+                    tokens += int(g["attention_mask"].sum())
+                    padded += g["attention_mask"].numel()
+                if cfg.max_grad_norm:
+                    acc.clip_grad_norm_(params, cfg.max_grad_norm)
+                for group_ in optimizer.param_groups:
+                    group_["lr"] = lr_at(step)
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+                seconds += time.perf_counter() - t0
+                pos += len(group)
+                step += 1
+                advance(1)
+                if step % cfg.log_every == 0 or step == total:
+                    rec = {"step": step, "epoch": epoch, "loss": win_loss / max(win_count, 1),
+                           "lr": lr_at(step - 1), "tokens_per_s": tokens / seconds if seconds else 0.0}
+                    history.append(rec)
+                    win_loss, win_count = 0.0, 0
+                    if main and step % (cfg.log_every * 10) == 0:
+                        say(f"step {step}/{total} loss {rec['loss']:.4f} {rec['tokens_per_s']:.0f} tok/s")
+                if eval_data and cfg.eval_every and step % cfg.eval_every == 0 and step < total:
+                    last_eval = _eval_main(acc, rm, eval_data, cfg, step, history, say)
+                if cfg.save_every and step % cfg.save_every == 0 and step < total:
+                    _save_checkpoint(acc, rm, peft_model, optimizer, cfg, out, step, epoch, pos, history)
+            if pos >= len(batches):
+                epoch, pos = epoch + 1, 0
+
+    # 6. Final evaluation and the plain transformers folder.
+    if eval_data:
+        last_eval = _eval_main(acc, rm, eval_data, cfg, step, history, say)
+    acc.wait_for_everyone()
+    totals = torch.tensor([tokens, padded], dtype=torch.float64, device=acc.device)
+    totals = acc.reduce(totals, reduction="sum") if world > 1 else totals
+    tokens, padded = int(totals[0]), int(totals[1])
+    if main:
+        if peft_model is not None:
+            rm.model = peft_model.merge_and_unload()
+        rm.name = f"prmkit-{cfg.kind}:{cfg.model}"
+        out.mkdir(parents=True, exist_ok=True)
+        info = {"train_config": cfg.to_dict(), "train_data": train_report.to_dict(),
+                "eval_data": eval_report.to_dict() if held else None, "eval": last_eval,
+                "steps": step, "processes": world}
+        rm.save_pretrained(out, extra=info)
+        _write_config_yaml(cfg, out / "train_config.yaml")
+        with open(out / "metrics.jsonl", "w") as f:
+            for rec in history:
+                f.write(json.dumps(rec) + "\n")
+        for old in _checkpoints(out):
+            shutil.rmtree(old, ignore_errors=True)
+        say(f"saved {cfg.kind.upper()} to {out} ({step} steps, {tokens / max(seconds, 1e-9):.0f} tokens/s, "
+            f"{tokens / max(padded, 1):.1%} of batch tokens were not padding)")
+    acc.wait_for_everyone()
+    return TrainResult(str(out), step, seconds, tokens, padded, train_report.to_dict(),
+                       eval_report.to_dict() if held else None, last_eval, history,
+                       str(ckpt) if ckpt else None)
+
+
+def _eval_main(acc, rm: RewardModel, eval_data: list[Encoded], cfg: TrainConfig, step: int,
+               history: list[dict[str, Any]], say) -> dict[str, Any] | None:
+    result = None
+    if acc.is_main_process:
+        result = evaluate_encoded(rm, eval_data, batch_size=cfg.batch_size)
+        history.append({"step": step, **result})
+        parts = [f"{k} {v:.4f}" for k, v in result.items() if isinstance(v, float)]
+        say(f"eval at step {step}: " + ", ".join(parts))
+    acc.wait_for_everyone()
+    return result
+
+
+def _apply_lora(rm: RewardModel, cfg: TrainConfig):
+    try:
+        from peft import LoraConfig, get_peft_model
+    except ImportError:
+        raise MissingDependencyError("peft", "train", "LoRA training") from None
+    lora = cfg.lora
+    assert lora is not None
+    task = "CAUSAL_LM" if rm.convention.head == "lm_token" else "TOKEN_CLS"
+    pc = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                    target_modules=lora.target_modules, task_type=task)
+    peft_model = get_peft_model(rm.model, pc)  # wraps rm.model's layers in place; rm.model stays usable
+    return peft_model
+
+
+def _save_checkpoint(acc, rm: RewardModel, peft_model, optimizer, cfg: TrainConfig, out: Path, step: int,
+                     epoch: int, pos: int, history: list[dict[str, Any]]) -> None:
+    acc.wait_for_everyone()
+    if acc.is_main_process:
+        final = out / f"{CHECKPOINT_PREFIX}{step}"
+        tmp = out / f".tmp-{CHECKPOINT_PREFIX}{step}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        if peft_model is not None:
+            peft_model.save_pretrained(tmp / "adapter")
+        else:
+            rm.save_pretrained(tmp)
+        opt = optimizer.optimizer if hasattr(optimizer, "optimizer") else optimizer
+        opt_state = _save_optimizer(opt, tmp / "optimizer.safetensors")
+        state = {"step": step, "epoch": epoch, "pos": pos, "config": cfg.to_dict(), "optimizer": opt_state,
+                 "history": history}
+        (tmp / STATE_FILE).write_text(json.dumps(state, default=str))
+        os.replace(tmp, final) if not final.exists() else (shutil.rmtree(final), os.replace(tmp, final))
+        for old in _checkpoints(out)[:-max(1, cfg.keep_checkpoints)]:
+            shutil.rmtree(old, ignore_errors=True)
+    acc.wait_for_everyone()
+
+
+def _write_config_yaml(cfg: TrainConfig, path: Path) -> None:
+    import yaml
+
+    header = f"# prmkit train {cfg.kind} --config {path.name}\n"
+    path.write_text(header + yaml.safe_dump(cfg.to_dict(), sort_keys=False))
