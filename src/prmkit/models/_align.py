@@ -79,7 +79,7 @@ def _is_fast(tokenizer: Any) -> bool:
 
 def _encode(tokenizer: Any, text: str, add_special_tokens: bool, offsets: bool) -> Any:
     return tokenizer(text, add_special_tokens=add_special_tokens, return_offsets_mapping=offsets,
-                     return_attention_mask=False)
+                     return_attention_mask=False, verbose=False)
 
 
 def _positions_by_offsets(r: Rendered, tokenizer: Any, add_special_tokens: bool,

@@ -273,8 +273,9 @@ class RewardModel:
         """A plain transformers folder (safetensors) plus ``prmkit_rm.json``."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        self.model.save_pretrained(path)
-        self.tokenizer.save_pretrained(path)
+        with _quiet_transformers():
+            self.model.save_pretrained(path)
+            self.tokenizer.save_pretrained(path)
         info = {"kind": self.kind, "convention": self.convention.to_dict(), "max_length": self.max_length,
                 "name": self.name, **(extra or {})}
         (path / RM_CONFIG).write_text(json.dumps(info, indent=2, default=str) + "\n")
@@ -309,28 +310,47 @@ def _load(path: str, conv: Convention, *, device: str | None, dtype: str | None,
         torch.bfloat16 if device.startswith("cuda") else torch.float32)
     kw: dict[str, Any] = {"trust_remote_code": trust_remote_code}
     try:
-        tok = AutoTokenizer.from_pretrained(path, **kw)
-        if conv.head == "lm_token":
-            model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, **kw)
-        else:
-            cfg = AutoConfig.from_pretrained(path, **kw)
-            archs = getattr(cfg, "architectures", None) or []
-            if trust_remote_code and archs and not any(a.endswith("ForTokenClassification") for a in archs) \
-                    and getattr(cfg, "auto_map", None) and "AutoModel" in cfg.auto_map:
-                model = AutoModel.from_pretrained(path, dtype=torch_dtype, **kw)  # e.g. Qwen2.5-Math-PRM
+        with _quiet_transformers():
+            tok = AutoTokenizer.from_pretrained(path, **kw)
+            if conv.head == "lm_token":
+                model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, **kw)
             else:
-                extra: dict[str, Any] = {}
-                if num_labels is not None and not any(a.endswith("ForTokenClassification") for a in archs):
-                    extra = {"num_labels": num_labels,
-                             "id2label": {0: "incorrect", 1: "correct"} if num_labels == 2 else {0: "correct"},
-                             "label2id": {"incorrect": 0, "correct": 1} if num_labels == 2 else {"correct": 0}}
-                model = AutoModelForTokenClassification.from_pretrained(path, dtype=torch_dtype, **extra, **kw)
-    except OSError as e:
-        raise PrmkitError(f"cannot load reward model {path!r}: {e}") from None
-    except ValueError as e:
+                cfg = AutoConfig.from_pretrained(path, **kw)
+                archs = getattr(cfg, "architectures", None) or []
+                is_tc = any(a.endswith("ForTokenClassification") for a in archs)
+                if trust_remote_code and archs and not is_tc and "AutoModel" in (getattr(cfg, "auto_map", None) or {}):
+                    model = AutoModel.from_pretrained(path, dtype=torch_dtype, **kw)  # e.g. Qwen2.5-Math-PRM
+                else:
+                    extra: dict[str, Any] = {}
+                    if num_labels is not None and not is_tc:  # a new head on a backbone
+                        names = ["incorrect", "correct"] if num_labels == 2 else ["correct"]
+                        extra = {"num_labels": num_labels, "id2label": dict(enumerate(names)),
+                                 "label2id": {n: i for i, n in enumerate(names)}}
+                    model = AutoModelForTokenClassification.from_pretrained(path, dtype=torch_dtype, **extra, **kw)
+    except (OSError, ValueError) as e:
         raise PrmkitError(f"cannot load reward model {path!r}: {e}") from None
     model.to(device).eval()
     return model, tok
+
+
+class _quiet_transformers:
+    """Silence transformers' load reports and progress bars (a new head's missing weights are
+    expected here) for the duration of a load."""
+
+    def __enter__(self):
+        from transformers.utils import logging as tl
+
+        self._level = tl.get_verbosity()
+        self._bars = tl.is_progress_bar_enabled()
+        tl.set_verbosity_error()
+        tl.disable_progress_bar()
+
+    def __exit__(self, *exc: object) -> None:
+        from transformers.utils import logging as tl
+
+        tl.set_verbosity(self._level)
+        if self._bars:
+            tl.enable_progress_bar()
 
 
 def load_reward_model(path: str, **kwargs: Any) -> RewardModel:

@@ -1,0 +1,60 @@
+"""``prmkit train prm|orm --config cfg.yaml key=value ...``: train a process or outcome reward model."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+app = typer.Typer(help="Train process (prm) and outcome (orm) reward models.", no_args_is_help=True)
+console = Console(stderr=True)
+
+_CONFIG_HELP = ("A YAML config, or the name of a shipped one (tiny, minilm, smollm2-lora, "
+                "qwen2.5-math-7b-gpu); 'prmkit train configs' lists them.")
+_OVERRIDE_HELP = "key=value overrides, dotted for nested fields (lora.r=8), values parsed as YAML."
+
+
+def _run(kind: str, config: str | None, overrides: list[str] | None) -> None:
+    from prmkit.train import load_config, train
+
+    cfg = load_config(config, list(overrides or []), kind=kind)
+    result = train(cfg, log=lambda msg: console.print(msg, highlight=False, soft_wrap=True))
+    if result.eval:
+        parts = ", ".join(f"{k} {v:.4f}" for k, v in result.eval.items() if isinstance(v, float))
+        console.print(f"final eval: {parts}", highlight=False)
+
+
+@app.command()
+def prm(
+    overrides: Annotated[list[str] | None, typer.Argument(help=_OVERRIDE_HELP)] = None,
+    config: Annotated[str | None, typer.Option("--config", "-c", help=_CONFIG_HELP)] = None,
+) -> None:
+    """Train a PRM on step labels.
+
+    Example: prmkit train prm --config tiny train=[traces.jsonl] output_dir=runs/prm
+    Multi-process: accelerate launch --num_processes 2 -m prmkit train prm --config tiny ...
+    """
+    _run("prm", config, overrides)
+
+
+@app.command()
+def orm(
+    overrides: Annotated[list[str] | None, typer.Argument(help=_OVERRIDE_HELP)] = None,
+    config: Annotated[str | None, typer.Option("--config", "-c", help=_CONFIG_HELP)] = None,
+) -> None:
+    """Train an ORM (one outcome label per trace) on the same backbones and inputs as a PRM.
+
+    Example: prmkit train orm --config tiny train=[traces.jsonl] output_dir=runs/orm
+    """
+    _run("orm", config, overrides)
+
+
+@app.command()
+def configs() -> None:
+    """List the configs shipped with prmkit (use a name with --config)."""
+    from prmkit.train import example_configs
+
+    for name, path in example_configs().items():
+        first = next((ln for ln in path.read_text().splitlines()[1:] if ln.startswith("#")), "#")
+        typer.echo(f"{name:24s} {first.lstrip('# ').strip()}  ({path})")

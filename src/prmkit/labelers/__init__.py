@@ -1,0 +1,68 @@
+"""Automatic process labelers and the resumable label store.
+
+Every labeler is a registered component (:data:`LABELERS`, made with :func:`get_labeler`) that appends
+:class:`~prmkit.trace.StepLabel` s with full provenance — labeler name and arguments, model, rollouts,
+cost (tokens, seconds) and time — and a ``label`` entry to each trace's provenance:
+
+- ``mc``: Math-Shepherd Monte Carlo, ``mc_hard`` and ``mc_soft`` from ``k`` rollouts per prefix;
+- ``binary``: OmegaPRM-style binary search for the first error, with a hard rollout budget;
+- ``advantage``: Setlur et al.'s progress, ``Q(prefix + step) - Q(prefix)`` under a prover;
+- ``judge``: an LLM judge with a strict output parser and retries (never a guessed verdict);
+- ``consensus``: only the steps where ``mc_hard`` and the judge agree;
+- ``symbolic``: the :class:`~prmkit.envs.SymbolicChecker` ground truth.
+
+Rollouts go through any policy backend (inline, a local process pool, or Ray) and into a
+:class:`LabelStore` (SQLite, WAL) as they complete, so every run is resumable and a resumed run gives
+the same labels as an uninterrupted one.
+
+>>> from prmkit.policies import ScriptedPolicy
+>>> from prmkit.trace import Problem, Step, Trace
+>>> t = Trace(id="t", problem=Problem("2+2?", answer="4"),
+...           steps=[Step("2+2=5"), Step("The answer is 5.")], final_answer="5")
+>>> report = get_labeler("binary", policy=ScriptedPolicy(["The answer is 5."]), k=2).label([t])
+>>> t.first_error("binary_search"), report.rollouts
+(0, 2)
+"""
+
+from prmkit.labelers._advantage import AdvantageLabeler
+from prmkit.labelers._base import (
+    JUDGE_PREFIX,
+    LABELERS,
+    Labeler,
+    LabelReport,
+    Need,
+    PlanResult,
+    Rollout,
+    RolloutLabeler,
+    get_labeler,
+    prefix_text,
+    register_labeler,
+    rollout_key,
+    terminal_success,
+)
+from prmkit.labelers._binary import AFTER_ERROR, BinarySearchLabeler, max_search_rounds
+from prmkit.labelers._consensus import ConsensusLabeler
+from prmkit.labelers._engine import label_stream, rollout_messages
+from prmkit.labelers._executors import (
+    InlineExecutor,
+    PolicyInfo,
+    PolicySpec,
+    ProcessExecutor,
+    RayExecutor,
+    make_executor,
+)
+from prmkit.labelers._judge import JUDGE_SYSTEM, JudgeLabeler, JudgeParseError, parse_verdicts
+from prmkit.labelers._mc import MC_SOURCES, MCLabeler
+from prmkit.labelers._run import default_store_path, label_file
+from prmkit.labelers._store import LabelStore, StoreMismatchError
+from prmkit.labelers._symbolic import SymbolicLabeler
+
+__all__ = [
+    "LABELERS", "get_labeler", "register_labeler", "Labeler", "RolloutLabeler", "LabelReport",
+    "Need", "Rollout", "PlanResult", "JUDGE_PREFIX", "prefix_text", "rollout_key",
+    "terminal_success", "rollout_messages", "label_stream", "label_file", "default_store_path",
+    "MCLabeler", "MC_SOURCES", "BinarySearchLabeler", "AFTER_ERROR", "max_search_rounds",
+    "AdvantageLabeler", "JudgeLabeler", "JudgeParseError", "parse_verdicts", "JUDGE_SYSTEM",
+    "ConsensusLabeler", "SymbolicLabeler", "LabelStore", "StoreMismatchError",
+    "PolicySpec", "PolicyInfo", "InlineExecutor", "ProcessExecutor", "RayExecutor", "make_executor",
+]

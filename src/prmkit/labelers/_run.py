@@ -1,0 +1,75 @@
+"""Labeling a file: read traces (any format), label them, write prmkit JSONL; resumable.
+
+:func:`label_file` is what ``prmkit label`` runs. Rollouts go to the label store as they complete
+(by default ``OUT.labels.sqlite`` next to the output), so rerunning the same command after an
+interrupt makes only the rollouts that are missing and writes the same labels an uninterrupted run
+would have written. The output is written beside it (``OUT``'s name with ``.partial`` before its suffix) and renamed to ``OUT`` when complete: a
+file at ``OUT`` is always a finished run.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from prmkit._jsonio import open_text
+from prmkit._progress import progress_bar
+from prmkit.data._format import FORMATS, ImportReport, detect_format, read
+from prmkit.errors import PrmkitError
+from prmkit.labelers._base import LabelReport, RolloutLabeler
+from prmkit.labelers._engine import label_stream
+from prmkit.labelers._store import LabelStore
+from prmkit.trace import TraceWriter
+
+__all__ = ["label_file", "default_store_path"]
+
+
+def default_store_path(out: str | os.PathLike) -> Path:
+    """Where ``prmkit label`` keeps rollouts for ``out``: ``<out>.labels.sqlite`` beside it."""
+    out = Path(out)
+    return out.with_name(out.name + ".labels.sqlite")
+
+
+def _count_records(path: Path, fmt: str) -> int:
+    if FORMATS.load(fmt).container != "jsonl":
+        return 0
+    with open_text(path) as f:
+        return sum(1 for line in f if line.strip())
+
+
+def label_file(inp: str | os.PathLike, out: str | os.PathLike, labeler: RolloutLabeler, *,
+               store: str | os.PathLike | LabelStore | None = None, fmt: str | None = None,
+               skip_invalid: bool = False, progress: bool = True, window: int = 64,
+               import_report: ImportReport | None = None) -> LabelReport:
+    """Label every trace of ``inp`` with ``labeler`` and write them to ``out`` (prmkit JSONL).
+
+    ``store``: the label store (a path or a :class:`~prmkit.labelers.LabelStore`); default
+    :func:`default_store_path`. ``fmt``: the input format (detected when None). Traces a labeler
+    cannot label (no steps, no reference answer) are written unchanged and listed in the report.
+    """
+    inp, out = Path(inp), Path(out)
+    if not inp.exists():
+        raise PrmkitError(f"{inp}: no such file")
+    if inp.resolve() == out.resolve():
+        raise PrmkitError(f"{out}: the output must not overwrite the input")
+    fmt = fmt or detect_format(inp)
+    total = _count_records(inp, fmt)
+    report = LabelReport(labeler.name)
+    own = not isinstance(store, LabelStore)
+    st = store if isinstance(store, LabelStore) else LabelStore(store or default_store_path(out))
+    partial = out.with_name(out.stem + ".partial" + out.suffix)  # keeps .gz last: same compression
+    t0 = time.perf_counter()
+    try:
+        traces = read(inp, fmt, skip_invalid=skip_invalid, report=import_report)
+        with progress_bar(total, f"labeling ({labeler.name})", enabled=progress,
+                          transient=False) as advance, TraceWriter(partial) as w:
+            for trace in label_stream(labeler, traces, store=st, report=report, window=window):
+                w.write(trace)
+                advance(1)
+        os.replace(partial, out)
+    finally:
+        report.wall_seconds += time.perf_counter() - t0
+        if own:
+            st.close()
+    return report
