@@ -46,7 +46,8 @@ class Convention:
       verdict token, RLHFlow);
     - ``bos``: write the tokenizer's BOS token text first (Skywork-PRM);
     - ``good`` / ``bad``: verdict tokens of ``head="lm_token"``;
-    - ``add_special_tokens``: let the tokenizer add its own special tokens (BOS / CLS / SEP).
+    - ``add_special_tokens``: let the tokenizer add its own special tokens (BOS / CLS / SEP);
+    - ``num_labels``: outputs of a classifier head (2: softmax, 1: sigmoid); None: 2 unless configured.
     """
 
     name: str
@@ -60,6 +61,7 @@ class Convention:
     good: str = "+"
     bad: str = "-"
     add_special_tokens: bool = True
+    num_labels: int | None = None
     doc: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -185,7 +187,7 @@ _add(Convention(
     "trl", prompt_sep="", tag="\n", doc="TRL's PRMTrainer (<= 1.13): the prompt directly followed by "
     "the steps, each ending in the step separator (default newline); 2-class head."))
 _add(Convention(
-    "qwen2.5-math-prm", chat="assistant", system=QWEN_PRM_SYSTEM, tag="<extra_0>",
+    "qwen2.5-math-prm", chat="assistant", system=QWEN_PRM_SYSTEM, tag="<extra_0>", num_labels=2,
     doc="Qwen2.5-Math-PRM-7B/72B: ChatML with the card's system prompt, the steps in one assistant "
     "turn each followed by <extra_0>; a 2-class head (softmax, class 1 = correct) at every <extra_0>. "
     "The hub checkpoints need trust_remote_code=True."))
@@ -199,9 +201,10 @@ _add(Convention(
     "first step, each later user turn one step, each assistant turn '+' or '-'; the score is "
     "P('+') / (P('+') + P('-')) of the assistant's token. Scoring fills every verdict with '+'."))
 _add(Convention(
-    "skywork-prm", prompt_sep="\n", tag="\n", bos=True, add_special_tokens=False,
+    "skywork-prm", prompt_sep="\n", tag="\n", bos=True, add_special_tokens=False, num_labels=1,
     doc="Skywork-o1-Open-PRM-Qwen-2.5: BOS + problem + newline, each step followed by a newline; a "
-    "one-output value head read with a sigmoid at every step newline."))
+    "one-output value head read with a sigmoid at every step newline (a checkpoint's v_head.summary "
+    "weights are loaded into it)."))
 
 
 def register_convention(c: Convention) -> Convention:

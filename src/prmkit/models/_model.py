@@ -105,7 +105,7 @@ class RewardModel:
 
     @classmethod
     def from_backbone(cls, backbone: str, *, convention: Convention | str | dict | None = None,
-                      kind: str = "prm", num_labels: int = 2, device: str | None = None,
+                      kind: str = "prm", num_labels: int | None = None, device: str | None = None,
                       dtype: str | None = None, trust_remote_code: bool = False,
                       max_length: int | None = None, seed: int = 0) -> RewardModel:
         """A new reward model on a pretrained backbone (a fresh head for ``classifier`` conventions),
@@ -117,7 +117,7 @@ class RewardModel:
         path = resolve_backbone(backbone)
         torch.manual_seed(seed)  # the new head's initial weights
         model, tok = _load(path, conv, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
-                           num_labels=num_labels)
+                           num_labels=num_labels or conv.num_labels or 2)
         return cls(model, tok, convention=conv, kind=kind, max_length=max_length, name=backbone)
 
     def _single_token(self, text: str) -> int:
@@ -322,15 +322,62 @@ def _load(path: str, conv: Convention, *, device: str | None, dtype: str | None,
                     model = AutoModel.from_pretrained(path, dtype=torch_dtype, **kw)  # e.g. Qwen2.5-Math-PRM
                 else:
                     extra: dict[str, Any] = {}
-                    if num_labels is not None and not is_tc:  # a new head on a backbone
-                        names = ["incorrect", "correct"] if num_labels == 2 else ["correct"]
-                        extra = {"num_labels": num_labels, "id2label": dict(enumerate(names)),
+                    labels = num_labels or conv.num_labels
+                    if labels is not None and not is_tc:  # a new head on a backbone (or a value head)
+                        names = ["incorrect", "correct"] if labels == 2 else ["correct"]
+                        extra = {"num_labels": labels, "id2label": dict(enumerate(names)),
                                  "label2id": {n: i for i, n in enumerate(names)}}
-                    model = AutoModelForTokenClassification.from_pretrained(path, dtype=torch_dtype, **extra, **kw)
+                    model, info = AutoModelForTokenClassification.from_pretrained(
+                        path, dtype=torch_dtype, output_loading_info=True, **extra, **kw)
+                    if num_labels is None:  # a trained reward model: its head must come from the checkpoint
+                        _require_head(model, path, info.get("missing_keys", []))
     except (OSError, ValueError) as e:
         raise PrmkitError(f"cannot load reward model {path!r}: {e}") from None
     model.to(device).eval()
     return model, tok
+
+
+#: Value-head names of published checkpoints that are not transformers token-classification models:
+#: ``checkpoint key prefix -> where it goes``. Skywork-o1-Open-PRM keeps its head as ``v_head.summary``.
+VALUE_HEADS = ("v_head.summary", "v_head")
+
+
+def _require_head(model: Any, path: str, missing: list[str]) -> None:
+    """Fail loudly instead of scoring with a randomly initialised head; map known value heads."""
+    head = next((n for n in ("score", "classifier") if hasattr(model, n)), None)
+    lost = [k for k in missing if head and k.startswith(head + ".")]
+    if not lost:
+        return
+    import glob
+
+    from safetensors import safe_open
+
+    torch = _torch()
+    folder = path
+    if not os.path.isdir(folder):
+        try:
+            from huggingface_hub import snapshot_download
+
+            folder = snapshot_download(path, local_files_only=True)
+        except Exception:  # noqa: BLE001 - any failure means: no local copy to look in
+            folder = None
+    found: dict[str, Any] = {}
+    for f in sorted(glob.glob(os.path.join(folder, "*.safetensors"))) if folder else []:
+        with safe_open(f, framework="pt") as st:
+            for key in st.keys():
+                for prefix in VALUE_HEADS:
+                    if key in (f"{prefix}.weight", f"{prefix}.bias"):
+                        found.setdefault(key.rsplit(".", 1)[1], st.get_tensor(key))
+    layer = getattr(model, head)
+    if "weight" in found and tuple(found["weight"].shape) == tuple(layer.weight.shape):
+        with torch.no_grad():
+            layer.weight.copy_(found["weight"])
+            if "bias" in found and getattr(layer, "bias", None) is not None:
+                layer.bias.copy_(found["bias"])
+        return
+    raise PrmkitError(f"{path} has no trained {head} head ({', '.join(lost)} missing): it is a backbone, "
+                      "not a reward model. Train one with `prmkit train`, or use RewardModel.from_backbone "
+                      "to start from it.")
 
 
 class _quiet_transformers:

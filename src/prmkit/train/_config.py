@@ -45,7 +45,7 @@ class TrainConfig:
     kind: str = "prm"                 #: prm (step labels) or orm (one outcome label per trace)
     model: str = "tiny"               #: backbone: path, hub id, or smollm2 / minilm / tiny
     convention: Any = "prmkit"        #: a registered convention name or a dict of its fields
-    num_labels: int = 2               #: classifier heads: 2 (softmax) or 1 (sigmoid)
+    num_labels: int | None = None     #: classifier heads: 2 (softmax) or 1 (sigmoid); None: convention's, else 2
     lora: LoraSettings | None = None  #: LoRA settings; None trains every weight
     trust_remote_code: bool = False
     # data and labels
@@ -89,7 +89,7 @@ class TrainConfig:
             problems.append(f"neutral: must be positive, negative or ignore, got {self.neutral!r}")
         if self.outcome not in ("auto", "outcome", "answer", "steps"):
             problems.append(f"outcome: must be auto, outcome, answer or steps, got {self.outcome!r}")
-        if self.num_labels not in (1, 2):
+        if self.num_labels not in (None, 1, 2):
             problems.append(f"num_labels: must be 1 or 2, got {self.num_labels}")
         if not self.train:
             problems.append("train: give at least one trace file")
