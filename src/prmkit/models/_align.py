@@ -15,7 +15,8 @@ for each step, the last token that starts inside the text up to the anchor's end
   labels; when not even the first step fits, the trace is rejected.
 
 Fast tokenizers (``return_offsets_mapping``) are aligned by character offsets; others by encoding each
-prefix and checking that it is a prefix of the whole encoding.
+prefix and checking that it is a prefix of the whole encoding. A rendering cut into ``pieces`` (tokenised
+one at a time) is aligned by counting each piece's tokens.
 """
 
 from __future__ import annotations
@@ -48,11 +49,16 @@ class Rendered:
     ``label_tokens`` (LM-token conventions only) gives, per step, the character index of the verdict
     token that the label position predicts (RLHFlow's assistant ``+``); the aligner checks that it is a
     single token right after the position.
+
+    ``pieces`` (optional): ``(start, end)`` character spans that cover the text in order and are
+    tokenised one at a time, their ids joined (as Skywork's and TRL's preprocessing do), so no token
+    crosses a piece boundary; every anchor must end where a piece ends.
     """
 
     text: str
     anchors: list[tuple[int, int]]
     label_tokens: list[int] | None = None
+    pieces: list[tuple[int, int]] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
 
 
@@ -131,6 +137,36 @@ def _positions_by_prefix(r: Rendered, tokenizer: Any, add_special_tokens: bool,
     return ids, positions
 
 
+def _positions_by_pieces(r: Rendered, tokenizer: Any, add_special_tokens: bool,
+                         trace_id: str | None) -> tuple[list[int], list[int]]:
+    assert r.pieces is not None
+    ids: list[int] = []
+    upto: dict[int, int] = {}  # character end of a piece -> number of tokens through it
+    for s0, s1 in r.pieces:
+        ids += list(_encode(tokenizer, r.text[s0:s1], False, False)["input_ids"])
+        upto[s1] = len(ids)
+    lead = 0
+    if add_special_tokens:  # wrap the joined ids the way the tokenizer wraps any text
+        full = list(_encode(tokenizer, "a", True, False)["input_ids"])
+        bare = list(_encode(tokenizer, "a", False, False)["input_ids"])
+        lead = next((k for k in range(len(full) - len(bare) + 1)
+                     if bare and full[k:k + len(bare)] == bare), -1)
+        if lead < 0:
+            raise AlignmentError("the tokenizer's special tokens do not wrap the text; cannot align",
+                                 trace_id=trace_id)
+        ids = full[:lead] + ids + full[lead + len(bare):]
+    positions: list[int] = []
+    for i, (_, a1) in enumerate(r.anchors):
+        if a1 not in upto:
+            raise AlignmentError("its tag does not end a piece of the rendering", trace_id=trace_id, step=i)
+        pos = lead + upto[a1] - 1
+        if pos < lead or (positions and pos <= positions[-1]):
+            raise AlignmentError("no token of its own ends this step (it tokenises to nothing)",
+                                 trace_id=trace_id, step=i)
+        positions.append(pos)
+    return ids, positions
+
+
 def align(r: Rendered, tokenizer: Any, *, max_length: int | None = None, add_special_tokens: bool = True,
           trace_id: str | None = None) -> Aligned:
     """Tokenise ``r.text`` and return one label position per step (see the module docstring).
@@ -140,11 +176,13 @@ def align(r: Rendered, tokenizer: Any, *, max_length: int | None = None, add_spe
     """
     if not r.anchors:
         raise AlignmentError("it has no steps", trace_id=trace_id)
-    if _is_fast(tokenizer):
+    spans: list[tuple[int, int]] | None = None
+    if r.pieces is not None:
+        ids, positions = _positions_by_pieces(r, tokenizer, add_special_tokens, trace_id)
+    elif _is_fast(tokenizer):
         ids, positions, spans = _positions_by_offsets(r, tokenizer, add_special_tokens, trace_id)
     else:
         ids, positions = _positions_by_prefix(r, tokenizer, add_special_tokens, trace_id)
-        spans = None
     if r.label_tokens is not None:
         _check_label_tokens(r, ids, positions, spans, trace_id)
     n = len(positions)

@@ -44,7 +44,12 @@ class Convention:
     - ``chat``: ``None`` (plain text), ``"assistant"`` (system + user problem + one assistant turn holding
       every step, Qwen2.5-Math-PRM) or ``"turns"`` (one user turn per step, each answered by an assistant
       verdict token, RLHFlow);
-    - ``bos``: write the tokenizer's BOS token text first (Skywork-PRM);
+    - ``bos``: write the tokenizer's BOS token text first (Skywork-PRM); ``"auto"``: only where the
+      tokenizer has one (TRL);
+    - ``pieces``: tokenise the BOS, the problem head, every step, tag and joiner one at a time and join
+      the ids, as Skywork's ``prepare_input`` and TRL's ``tokenize_row`` do (plain text only): tokenising
+      the whole text can merge a step's last characters with its tag (Qwen's ``".\n"`` token), an input
+      those models never saw;
     - ``good`` / ``bad``: verdict tokens of ``head="lm_token"``;
     - ``add_special_tokens``: let the tokenizer add its own special tokens (BOS / CLS / SEP);
     - ``num_labels``: outputs of a classifier head (2: softmax, 1: sigmoid); None: 2 unless configured.
@@ -57,7 +62,8 @@ class Convention:
     joiner: str = ""
     chat: Literal["assistant", "turns"] | None = None
     system: str | None = None
-    bos: bool = False
+    bos: bool | Literal["auto"] = False
+    pieces: bool = False
     good: str = "+"
     bad: str = "-"
     add_special_tokens: bool = True
@@ -87,6 +93,8 @@ class Convention:
             raise PrmkitError("a trace without steps cannot be scored")
         if self.chat is None:
             return self._render_plain(problem, steps, tokenizer)
+        if self.pieces:
+            raise PrmkitError(f"convention {self.name!r}: pieces=True needs chat=None")
         if tokenizer is None or not getattr(tokenizer, "chat_template", None):
             raise PrmkitError(f"convention {self.name!r} needs a tokenizer with a chat template")
         if self.chat == "assistant":
@@ -97,39 +105,41 @@ class Convention:
         if not self.bos:
             return ""
         bos = getattr(tokenizer, "bos_token", None)
+        if not bos and self.bos == "auto":
+            return ""
         if not bos:
             raise PrmkitError(f"convention {self.name!r} starts with BOS but the tokenizer has none")
         return bos
 
-    def _body(self, steps: list[str], start: int) -> tuple[str, list[tuple[int, int]]]:
+    def _body(self, steps: list[str], start: int
+              ) -> tuple[str, list[tuple[int, int]], list[tuple[int, int]]]:
+        """The steps' text, one anchor per step, and the pieces (joiner, step, tag) it is made of."""
         parts: list[str] = []
         anchors: list[tuple[int, int]] = []
+        pieces: list[tuple[int, int]] = []
         at = start
         for i, step in enumerate(steps):
-            if i:
-                parts.append(self.joiner)
-                at += len(self.joiner)
-            parts.append(step)
-            at += len(step)
-            if self.tag:
-                anchors.append((at, at + len(self.tag)))
-                parts.append(self.tag)
-                at += len(self.tag)
-            else:
-                anchors.append((at - len(step), at))
-        return "".join(parts), anchors
+            for part in ((self.joiner,) if i else ()) + (step, self.tag):
+                parts.append(part)
+                pieces.append((at, at + len(part)))
+                at += len(part)
+            anchors.append(pieces[-1] if self.tag else (at - len(step), at))
+        return "".join(parts), anchors, pieces
 
     def _render_plain(self, problem: str, steps: list[str], tokenizer: Any) -> Rendered:
-        head = self._bos(tokenizer) + problem + self.prompt_sep
-        body, anchors = self._body(steps, len(head))
-        return Rendered(head + body, anchors)
+        bos = self._bos(tokenizer)
+        head = bos + problem + self.prompt_sep
+        body, anchors, pieces = self._body(steps, len(head))
+        if not self.pieces:
+            return Rendered(head + body, anchors)
+        return Rendered(head + body, anchors, pieces=[(0, len(bos)), (len(bos), len(head)), *pieces])
 
     def _messages(self, problem: str, content: str) -> list[dict[str, str]]:
         msgs = [{"role": "system", "content": self.system}] if self.system is not None else []
         return msgs + [{"role": "user", "content": problem}, {"role": "assistant", "content": content}]
 
     def _render_assistant(self, problem: str, steps: list[str], tokenizer: Any) -> Rendered:
-        content, rel = self._body(steps, 0)
+        content, rel, _ = self._body(steps, 0)
         text = tokenizer.apply_chat_template(self._messages(problem, content), tokenize=False,
                                              add_generation_prompt=False)
         start = _find_after(text, content, text.find(problem) + len(problem) if problem in text else 0)
@@ -157,6 +167,9 @@ class Convention:
         at = 0
         for user, mark in zip(users, marks, strict=True):
             u = _find_after(text, user, at)
+            if u < 0 and user.strip() != user:  # templates that trim each message (Llama 3's)
+                user = user.strip()
+                u = _find_after(text, user, at)
             m = _find_after(text, mark, u + len(user)) if u >= 0 else -1
             if u < 0 or m < 0:
                 raise PrmkitError(f"the chat template of convention {self.name!r} does not keep the "
@@ -184,8 +197,10 @@ _add(Convention(
     "2-class token-classification head reads each step's newline token (the last token of the step "
     "where the tokenizer drops newlines, as WordPiece does)."))
 _add(Convention(
-    "trl", prompt_sep="", tag="\n", doc="TRL's PRMTrainer (<= 1.13): the prompt directly followed by "
-    "the steps, each ending in the step separator (default newline); 2-class head."))
+    "trl", prompt_sep="", tag="\n", bos="auto", pieces=True, add_special_tokens=False,
+    doc="TRL's PRMTrainer (<= 1.13): the tokenizer's BOS where it has one, the prompt directly followed "
+    "by the steps, each ending in the step separator (default newline), every part tokenised on its own "
+    "without other special tokens, as its tokenize_row does; 2-class head."))
 _add(Convention(
     "qwen2.5-math-prm", chat="assistant", system=QWEN_PRM_SYSTEM, tag="<extra_0>", num_labels=2,
     doc="Qwen2.5-Math-PRM-7B/72B: ChatML with the card's system prompt, the steps in one assistant "
@@ -201,8 +216,9 @@ _add(Convention(
     "first step, each later user turn one step, each assistant turn '+' or '-'; the score is "
     "P('+') / (P('+') + P('-')) of the assistant's token. Scoring fills every verdict with '+'."))
 _add(Convention(
-    "skywork-prm", prompt_sep="\n", tag="\n", bos=True, add_special_tokens=False, num_labels=1,
-    doc="Skywork-o1-Open-PRM-Qwen-2.5: BOS + problem + newline, each step followed by a newline; a "
+    "skywork-prm", prompt_sep="\n", tag="\n", bos=True, pieces=True, add_special_tokens=False, num_labels=1,
+    doc="Skywork-o1-Open-PRM-Qwen-2.5: BOS + problem + newline, each step followed by a newline, each "
+    "step and newline tokenised on its own (as its prepare_input does); a "
     "one-output value head read with a sigmoid at every step newline (a checkpoint's v_head.summary "
     "weights are loaded into it)."))
 
