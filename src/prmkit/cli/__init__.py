@@ -12,6 +12,7 @@ import typer
 
 from prmkit.cli._data import app as data_app
 from prmkit.cli._generate import generate as generate_cmd
+from prmkit.cli._label import label as label_cmd
 from prmkit.cli._policy import app as policy_app
 from prmkit.cli._train import app as train_app
 
@@ -27,6 +28,7 @@ app = typer.Typer(
 app.add_typer(data_app, name="data")
 app.command(name="generate")(generate_cmd)
 app.add_typer(policy_app, name="policy")
+app.command(name="label")(label_cmd)
 app.add_typer(train_app, name="train")
 
 

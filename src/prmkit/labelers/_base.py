@@ -255,7 +255,7 @@ def gather(*plans: Plan) -> Generator[list[Need], list[list[Rollout]], list[Plan
             except StopIteration as stop:
                 results[i] = stop.value
                 del current[i]
-    return [r for r in results if r is not None]
+    return results  # type: ignore[return-value]  # every plan has returned by now
 
 
 # -- the base class of rollout labelers ----------------------------------------------------------------

@@ -27,7 +27,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prmkit.errors import MissingDependencyError, PrmkitError
-from prmkit.policies._base import Completion, GenerationRequest, Policy, SamplingParams, get_policy
+from prmkit.policies._base import (
+    POLICIES,
+    Completion,
+    GenerationRequest,
+    Policy,
+    SamplingParams,
+    get_policy,
+)
 
 __all__ = ["PolicySpec", "PolicyInfo", "PolicyLike", "Executor", "InlineExecutor", "ProcessExecutor",
            "RayExecutor", "make_executor"]
@@ -46,14 +53,19 @@ class PolicySpec:
     name: str
     kwargs: dict[str, Any] = field(default_factory=dict)
 
-    def build(self) -> Policy:
+    def factory(self) -> Any:
+        """The class or function that builds the policy (imported, not called: a cheap check)."""
         if ":" in self.name:
             module, _, attr = self.name.partition(":")
             try:
-                factory = getattr(importlib.import_module(module), attr)
+                return getattr(importlib.import_module(module), attr)
             except (ImportError, AttributeError) as e:
                 raise PrmkitError(f"cannot load policy factory {self.name!r}: {e}") from None
-            return factory(**self.kwargs)
+        return POLICIES.load(self.name)
+
+    def build(self) -> Policy:
+        if ":" in self.name:
+            return self.factory()(**self.kwargs)
         return get_policy(self.name, **self.kwargs)
 
     def to_dict(self) -> dict[str, Any]:
@@ -135,22 +147,31 @@ class InlineExecutor(Executor):
 # -- process pool ---------------------------------------------------------------------------------------
 
 _WORKER_POLICY: Policy | None = None
+_WORKER_ERROR: str | None = None
 
 
 def _worker_init(spec: PolicySpec) -> None:
-    global _WORKER_POLICY
-    _WORKER_POLICY = spec.build()
+    # An exception here would only break the pool ("terminated abruptly"); keep it to report.
+    global _WORKER_POLICY, _WORKER_ERROR
+    try:
+        _WORKER_POLICY = spec.build()
+    except Exception as e:
+        _WORKER_ERROR = str(e) if isinstance(e, PrmkitError) else f"{type(e).__name__}: {e}"
+
+
+def _worker_policy() -> Policy:
+    if _WORKER_POLICY is None:
+        raise PrmkitError(f"the policy failed to start in a worker process: {_WORKER_ERROR}")
+    return _WORKER_POLICY
 
 
 def _worker_info() -> PolicyInfo:
-    assert _WORKER_POLICY is not None
-    return _info(_WORKER_POLICY)
+    return _info(_worker_policy())
 
 
 def _worker_generate(request: GenerationRequest, params: SamplingParams
                      ) -> tuple[list[Completion], float]:
-    assert _WORKER_POLICY is not None
-    return _timed_generate(_WORKER_POLICY, request, params)
+    return _timed_generate(_worker_policy(), request, params)
 
 
 class ProcessExecutor(Executor):
@@ -161,6 +182,7 @@ class ProcessExecutor(Executor):
     def __init__(self, spec: PolicySpec, workers: int = 1) -> None:
         if workers < 1:
             raise PrmkitError(f"workers must be >= 1 for a process pool, got {workers}")
+        spec.factory()  # an unknown backend fails here, not in every worker
         try:
             pickle.dumps(spec)
         except Exception as e:
@@ -228,6 +250,7 @@ class RayExecutor(Executor):
         ray = _ray()
         if workers < 1:
             raise PrmkitError(f"workers must be >= 1 for Ray, got {workers}")
+        spec.factory()
         self._owns = False
         if not ray.is_initialized():
             ray.init(address=address, log_to_driver=False)

@@ -68,6 +68,9 @@ def label_file(inp: str | os.PathLike, out: str | os.PathLike, labeler: RolloutL
                 w.write(trace)
                 advance(1)
         os.replace(partial, out)
+    except BaseException:
+        partial.unlink(missing_ok=True)  # the store keeps the work; a rerun writes the output
+        raise
     finally:
         report.wall_seconds += time.perf_counter() - t0
         if own:

@@ -1,0 +1,79 @@
+"""``prmkit label``: every method from the command line, the default store beside OUT, resume."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import typer
+from labeler_fakes import make_trace
+from typer.testing import CliRunner
+
+from prmkit.cli._label import label
+from prmkit.labelers import LabelStore
+from prmkit.trace import read_traces, write_traces
+
+app = typer.Typer()
+app.command(name="label")(label)
+app.command(name="unused")(lambda: None)  # two commands: typer keeps "label" as a subcommand
+RULE = ["--policy", "labeler_fakes:RulePolicy", "-p", "p=0.5", "--workers", "0"]
+
+
+@pytest.fixture()
+def inp(tmp_path):
+    path = tmp_path / "in.jsonl"
+    write_traces([make_trace(f"t{i}", ["a", "b BAD" if i else "b", "The answer is 7."])
+                  for i in range(3)] + [make_trace("x", ["a"], answer=None)], path)
+    return path
+
+
+def run(*args):
+    result = CliRunner().invoke(app, ["label", *map(str, args)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_mc_writes_labels_and_a_store_beside_out_then_resumes(tmp_path, inp):
+    out = tmp_path / "out.jsonl"
+    text = run(inp, out, "--method", "mc", "-k", "2", *RULE, "--no-progress",
+               "--report", tmp_path / "r.json")
+    assert "3/4 traces labelled by mc" in text and "skipped x: no reference answer" in text
+    ts = list(read_traces(out))
+    assert [t.id for t in ts] == ["t0", "t1", "t2", "x"]
+    assert all(s.label("mc_soft") is not None for s in ts[0].steps)
+    store = tmp_path / "out.jsonl.labels.sqlite"
+    with LabelStore(store) as st:
+        assert st.count() == 3 * 2 * 2
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert (report["generated"], report["rollouts"]) == (12, 12)
+    run(inp, out, "--method", "mc", "-k", "2", *RULE, "--no-progress", "--report", tmp_path / "r.json")
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert (report["generated"], report["reused"]) == (0, 12)
+
+
+@pytest.mark.parametrize("method, source", [
+    ("binary", "binary_search"), ("advantage", "advantage"), ("judge", "judge"),
+    ("consensus", "consensus"), ("symbolic", "symbolic"),
+])
+def test_every_method_runs_from_the_command_line(tmp_path, inp, method, source):
+    out = tmp_path / "out.jsonl"
+    judge = ["--judge-policy", "labeler_fakes:JudgePolicy"]
+    extra = {"binary": ["--max-rollouts", "4"], "judge": judge, "consensus": judge}.get(method, [])
+    run(inp, out, "--method", method, "-k", "2", *RULE, *extra, "--no-progress")
+    ts = list(read_traces(out))
+    assert any(lab is not None for t in ts for lab in t.labels(source))
+    assert ts[1].provenance[-1].name == method
+
+
+def test_options_reach_the_labeler_and_errors_are_one_line(tmp_path, inp):
+    out = tmp_path / "out.jsonl"
+    run(inp, out, "--method", "mc", "-k", "1", *RULE, "-o", "sources=mc_soft", "--store",
+        tmp_path / "elsewhere.sqlite", "--no-progress")
+    assert (tmp_path / "elsewhere.sqlite").exists()
+    t = next(read_traces(out))
+    assert t.labels("mc_hard") == [None] * 3 and t.labels("mc_soft")[0] is not None
+    from prmkit.errors import PrmkitError
+
+    with pytest.raises(PrmkitError, match="unknown --method"):
+        CliRunner().invoke(app, ["label", str(inp), str(out), "--method", "oracle"],
+                           catch_exceptions=False)
