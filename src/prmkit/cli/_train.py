@@ -33,7 +33,9 @@ def prm(
     """Train a PRM on step labels.
 
     Example: prmkit train prm --config tiny train=[traces.jsonl] output_dir=runs/prm
-    Multi-process: accelerate launch --num_processes 2 -m prmkit train prm --config tiny ...
+    Multi-process: accelerate launch --multi_gpu --num_processes 2 -m prmkit train prm --config tiny ...
+    (--multi_gpu starts the processes, also on CPU, where they talk over gloo; with --cpu or on a machine
+    with fewer than two GPUs, accelerate launch without --multi_gpu starts a single process.)
     """
     _run("prm", config, overrides)
 

@@ -42,7 +42,7 @@ def resolve_backbone(name: str) -> str:
         from prmkit.policies._hf import cache_dir
 
         path = cache_dir() / "backbones" / "tiny-llama-char-v1"
-        if not (path / "config.json").exists():
+        if not _complete(path):
             build_tiny_backbone(path)
         return str(path)
     return name
@@ -96,12 +96,23 @@ def build_tiny_backbone(path: str | os.PathLike, *, seed: int = 0, hidden: int =
     model = LlamaForCausalLM(cfg)
     path = Path(path)
     tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
-    model.save_pretrained(tmp)
+    # Under torch.distributed, save_pretrained writes on rank 0 only: never publish a folder without
+    # its weights, and replace one that lacks them.
+    model.save_pretrained(tmp, is_main_process=True)
     tok.save_pretrained(tmp)
+    import shutil
+
+    if not _complete(tmp):
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise PrmkitError(f"could not write the tiny backbone to {tmp}")
+    if path.exists() and not _complete(path):
+        shutil.rmtree(path, ignore_errors=True)
     try:
         tmp.rename(path)
     except OSError:  # another process built it first
-        import shutil
-
         shutil.rmtree(tmp, ignore_errors=True)
     return str(path)
+
+
+def _complete(path: Path) -> bool:
+    return (path / "config.json").is_file() and (path / "model.safetensors").is_file()

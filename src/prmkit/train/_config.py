@@ -177,20 +177,27 @@ def load_config(path: str | None = None, overrides: list[str] | tuple[str, ...] 
     raw.update(values)
     cfg = _build(TrainConfig, raw, "", problems)
     if cfg is not None:
-        problems += cfg.validate()
+        # a field that failed to convert kept its default; do not also report the default as bad
+        failed = {_field_of(p) for p in problems}
+        problems += [p for p in cfg.validate() if _field_of(p) not in failed]
     if problems:
         raise ConfigError(problems, source)
     return cfg
 
 
+def _field_of(problem: str) -> str:
+    """The top-level field a problem line is about (``lora.r: ...`` -> ``lora``)."""
+    return problem.split(":")[0].split("[")[0].split(".")[0]
+
+
 def _build(cls: type, raw: dict[str, Any], prefix: str, problems: list[str]) -> Any:
     hints = typing.get_type_hints(cls)
-    known = {f.name for f in dataclasses.fields(cls)}
+    known = [f.name for f in dataclasses.fields(cls)]  # a list: the hint below must not vary by run
     kwargs: dict[str, Any] = {}
     for key, value in raw.items():
         where = f"{prefix}{key}"
         if key not in known:
-            close = [k for k in known if k.startswith(key) or key.startswith(k)]
+            close = [k for k in known if k.startswith(str(key)) or str(key).startswith(k)]
             hint = f" (did you mean {close[0]}?)" if close else ""
             problems.append(f"{where}: unknown key{hint}")
             continue
@@ -212,6 +219,9 @@ def _convert(value: Any, tp: Any, where: str, problems: list[str]) -> tuple[bool
         args = typing.get_args(tp)
         if value is None and type(None) in args:
             return True, None
+        others = [a for a in args if a is not type(None)]
+        if len(others) == 1:  # Optional[X]: X's own problems (lora.r: ...) say more than "expected X"
+            return _convert(value, others[0], where, problems)
         for a in args:
             if a is type(None):
                 continue

@@ -98,10 +98,17 @@ def outcome_target(trace: Trace, rule: str = "auto", **label_kw: Any) -> tuple[f
     return None, rule
 
 
-def encode_traces(rm: RewardModel, traces: Iterable[Trace], *, kind: str = "prm",
+def encode_traces(rm: RewardModel, traces: Iterable[Trace], *, kind: str | None = None,
                   label_source: str | None = None, neutral: str = "positive", soft: bool = False,
                   outcome: str = "auto", report: DataReport | None = None) -> list[Encoded]:
-    """Encode traces for training; each one left out is counted in ``report.rejected`` by reason."""
+    """Encode traces for training; each one left out is counted in ``report.rejected`` by reason.
+
+    ``kind`` (prm: step targets, orm: one outcome target) defaults to the model's and must match it.
+    """
+    kind = kind or rm.kind
+    if kind != rm.kind:
+        raise PrmkitError(f"cannot encode {kind.upper()} targets for a {rm.kind.upper()} reward model "
+                          f"(make it with kind={kind!r})")
     report = report if report is not None else DataReport()
     out: list[Encoded] = []
     kw = {"source": label_source, "neutral": neutral, "soft": soft}
@@ -115,7 +122,6 @@ def encode_traces(rm: RewardModel, traces: Iterable[Trace], *, kind: str = "prm"
             if target is None:
                 report.rejected[f"no outcome ({rule})"] += 1
                 continue
-            report.outcome_rules[rule] += 1
             targets: list[float | None] = [target]
         else:
             targets = step_targets(trace, **kw)
@@ -131,6 +137,8 @@ def encode_traces(rm: RewardModel, traces: Iterable[Trace], *, kind: str = "prm"
             report.rejected["every labelled step cut by max_length"] += 1
             continue
         report.used += 1
+        if kind == "orm":  # counted for the traces used, like every other total here
+            report.outcome_rules[rule] += 1
         report.positions += len(e.positions)
         labelled = [t for t in e.targets if t is not None]
         report.labelled += len(labelled)
@@ -156,8 +164,8 @@ def length_batches(lengths: Sequence[int], batch_size: int, *, seed: int, bucket
     length inside a window, batched, and the batches shuffled: batches hold similar lengths (little
     padding) while the order stays random.
 
-    >>> length_batches([5, 1, 4, 2, 3, 6], 2, seed=0, window=8)
-    [[5, 0], [3, 1], [4, 2]]
+    >>> length_batches([5, 1, 4, 2, 3, 6], 2, seed=0, window=8)  # longest first inside a batch
+    [[5, 0], [3, 1], [2, 4]]
     """
     rng = random.Random(seed)
     idx = list(range(len(lengths)))

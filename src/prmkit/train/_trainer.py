@@ -3,8 +3,8 @@
 Loss: at each step's label position, cross-entropy between the head's two-class distribution and the
 target ``[1 - p, p]`` (``p`` = 1 / 0 for hard labels, the Monte Carlo probability for soft ones), or
 binary cross-entropy for a one-output head; positions without a label are masked. It is summed over
-the labelled positions of an optimizer step and divided by their number, so gradient accumulation
-gives the same update as one big batch.
+the labelled positions of an optimizer step (on every process) and divided by their number, so gradient
+accumulation and several processes give the same update as one big batch.
 
 Runs on one process or many (``accelerate launch``, DDP; gloo on CPU): each process takes every
 ``world``-th batch. Checkpoints (``save_every``) hold the weights (or LoRA adapter), the optimizer
@@ -225,11 +225,14 @@ def train(cfg: TrainConfig, *, log=print) -> TrainResult:
                               "or resume=false:\n  " + "\n  ".join(bad))
         say(f"resuming from {ckpt} (step {state['step']})")
     full_ckpt = ckpt is not None and cfg.lora is None
-    rm = (RewardModel.from_pretrained(str(ckpt), max_length=cfg.max_length, dtype=cfg.dtype)
-          if full_ckpt else
-          RewardModel.from_backbone(cfg.model, convention=cfg.convention, kind=cfg.kind,
-                                    num_labels=cfg.num_labels, dtype=cfg.dtype, max_length=cfg.max_length,
-                                    trust_remote_code=cfg.trust_remote_code, seed=cfg.seed))
+    # The main process first: a backbone alias may be built or converted into the prmkit cache on first
+    # use, and once the process group exists transformers' save_pretrained writes no weights on other ranks.
+    with acc.main_process_first():
+        rm = (RewardModel.from_pretrained(str(ckpt), max_length=cfg.max_length, dtype=cfg.dtype)
+              if full_ckpt else
+              RewardModel.from_backbone(cfg.model, convention=cfg.convention, kind=cfg.kind,
+                                        num_labels=cfg.num_labels, dtype=cfg.dtype, max_length=cfg.max_length,
+                                        trust_remote_code=cfg.trust_remote_code, seed=cfg.seed))
     rm.model.to(acc.device)
     if cfg.disable_dropout:
         for m in rm.model.modules():
@@ -311,6 +314,9 @@ def train(cfg: TrainConfig, *, log=print) -> TrainResult:
                 t0 = time.perf_counter()
                 group = [rm.collate([data[i] for i in b]) for b in batches[pos:pos + cfg.grad_accum]]
                 labelled = sum(int((~torch.isnan(g["targets"])).sum()) for g in group)
+                if world > 1:  # DDP averages gradients over processes: divide by the mean count
+                    count = torch.tensor([labelled], dtype=torch.float64, device=acc.device)
+                    labelled = float(acc.reduce(count, reduction="sum")[0]) / world
                 for g_i, g in enumerate(group):
                     sync = g_i == len(group) - 1
                     with nullcontext() if sync or world == 1 else acc.no_sync(scorer):
@@ -394,11 +400,31 @@ def _apply_lora(rm: RewardModel, cfg: TrainConfig):
         raise MissingDependencyError("peft", "train", "LoRA training") from None
     lora = cfg.lora
     assert lora is not None
-    task = "CAUSAL_LM" if rm.convention.head == "lm_token" else "TOKEN_CLS"
+    targets = lora.target_modules
+    head: list[str] | None = None
+    if rm.convention.head == "lm_token":
+        task = "CAUSAL_LM"
+    else:
+        task = "TOKEN_CLS"
+        head = [n for n in ("score", "classifier") if isinstance(getattr(rm.model, n, None), _torch().nn.Module)]
+        if isinstance(targets, str) and targets.lower() == "all-linear":
+            # peft's all-linear leaves out the head of a causal LM or sequence classifier, not of a token
+            # classifier: LoRA would wrap the head, which modules_to_save then refuses. Name them here.
+            targets = _linear_layers(rm.model, exclude=head)
     pc = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                    target_modules=lora.target_modules, task_type=task)
+                    target_modules=targets, task_type=task, modules_to_save=head or None)
     peft_model = get_peft_model(rm.model, pc)  # wraps rm.model's layers in place; rm.model stays usable
     return peft_model
+
+
+def _linear_layers(model, exclude: list[str]) -> list[str]:
+    """Names of every linear layer of ``model`` outside the modules named in ``exclude``."""
+    torch = _torch()
+    from transformers.pytorch_utils import Conv1D
+
+    return [name for name, m in model.named_modules()
+            if isinstance(m, (torch.nn.Linear, Conv1D))
+            and not any(name == x or name.startswith(x + ".") for x in exclude)]
 
 
 def _save_checkpoint(acc, rm: RewardModel, peft_model, optimizer, cfg: TrainConfig, out: Path, step: int,
