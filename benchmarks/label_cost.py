@@ -91,17 +91,19 @@ def quick_traces(problems: Sequence[Problem], seed: int) -> list[Trace]:
     return out
 
 
-def evaluate(traces: Sequence[Trace], source: str) -> dict[str, float]:
-    """First-error accuracy, step agreement and coverage of ``source`` against ``symbolic``."""
+def evaluate(traces: Sequence[Trace], source: str, threshold: float = 0.5) -> dict[str, float]:
+    """First-error accuracy, step agreement and coverage of ``source`` against ``symbolic``
+    (soft labels count as right at ``threshold`` or above; advantages use 0)."""
     first_ok = agree = labelled = steps = 0
     for t in traces:
-        first_ok += t.first_error(source) == t.first_error("symbolic")
-        for s in t.steps:
+        verdicts = [binarize(s.label(source), threshold=threshold) for s in t.steps]
+        first = next((i for i, v in enumerate(verdicts) if v is False), -1)
+        first_ok += first == t.first_error("symbolic")
+        for s, v in zip(t.steps, verdicts, strict=True):
             steps += 1
-            lab, gt = s.label(source), s.label("symbolic")
-            if lab is not None:
+            if v is not None:
                 labelled += 1
-                agree += binarize(lab) == binarize(gt)
+                agree += v == binarize(s.label("symbolic"))
     return {"first_error_acc": first_ok / len(traces), "agreement": agree / max(1, labelled),
             "coverage": labelled / max(1, steps)}
 
@@ -118,6 +120,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--workers", type=int, default=0,
                     help="hf: generate in N worker processes (each loads the model); 0 = here")
     ap.add_argument("--quick", action="store_true", help="a fake policy instead of SmolLM2")
+    ap.add_argument("--all", action="store_true",
+                    help="also advantage, judge (the policy as its own judge) and consensus, for the quality table")
     args = ap.parse_args(argv)
     n_traces = args.traces or (40 if args.quick else 8)
     cfg = ArithConfig(steps=args.steps, seed=args.env_seed)
@@ -148,13 +152,19 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     common = {"k": args.k, "seed": args.seed, "max_new_tokens": args.max_new_tokens,
               "workers": args.workers}
-    for method, source, extra in (("binary", "binary_search", {"max_rollouts": args.max_rollouts}),
-                                  ("mc", "mc_hard", {})):
+    methods = [("binary", "binary_search", {"max_rollouts": args.max_rollouts}, 0.5),
+               ("mc", "mc_hard", {}, 0.5)]
+    if args.all and not args.quick:
+        judge = {"seed": args.seed, "workers": args.workers}
+        methods += [("advantage", "advantage", {}, 0.0), ("judge", "judge", {"_common": judge}, 0.5),
+                    ("consensus", "consensus", {}, 0.5)]
+    for method, source, extra, threshold in methods:
         labelled = copy.deepcopy(traces)
+        kwargs = extra.pop("_common") if "_common" in extra else common
         with LabelStore(tmp / f"{method}.sqlite") as store, \
-                get_labeler(method, policy=policy, **common, **extra) as labeler:
+                get_labeler(method, policy=policy, **kwargs, **extra) as labeler:
             report = labeler.label(labelled, store=store)
-        rows.append({"method": method, **evaluate(labelled, source),
+        rows.append({"method": method, **evaluate(labelled, source, threshold),
                      "rollouts": report.rollouts / len(traces), "tokens": report.tokens / len(traces),
                      "seconds": report.wall_seconds, "budget_exhausted": report.counts["budget_exhausted"]})
 
@@ -165,7 +175,7 @@ def main(argv: list[str] | None = None) -> None:
               f"{r['coverage']:>8.3f} {r['rollouts']:>14.2f} {r['tokens']:>12.1f} {r['seconds']:>7.1f}")
     if rows[0]["budget_exhausted"]:
         print(f"(binary: {rows[0]['budget_exhausted']} searches stopped by --max-rollouts)")
-    binary, mc = rows
+    binary, mc = rows[:2]
     ratio = binary["rollouts"] / mc["rollouts"] if mc["rollouts"] else float("nan")
     print(f"\nreproduce: {shlex.join(['python', 'benchmarks/label_cost.py', *sys.argv[1:]])}")
     print(f"ratio rollouts binary/linear MC: {ratio:.3f}")

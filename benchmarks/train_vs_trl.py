@@ -6,7 +6,8 @@ TRL removed its PRMTrainer after 1.13.0, so this runs in a separate benchmark ve
     python3 -m venv .venv-bench && .venv-bench/bin/pip install -e ".[hf]" -r benchmarks/requirements-trl113.txt
     .venv-bench/bin/python benchmarks/train_vs_trl.py --model smollm2 --steps 6 --batch-size 8 --max-length 512
 
-Both trainers: full fine-tuning of ``AutoModelForTokenClassification`` (2 classes) in float32, AdamW
+Both trainers start from the same checkpoint (the backbone with a zero-initialised 2-class head) and do
+full fine-tuning of ``AutoModelForTokenClassification`` (2 classes) in float32, AdamW
 (weight decay 0), linear decay from ``--lr``, gradient clipping at 1.0, no gradient checkpointing
 (TRL's default turns it on, which would slow TRL down; it is off here so both do the same work per
 token), the same PRMBench training rows, labels on each step's separator token (prmkit's ``trl``
@@ -74,7 +75,11 @@ def main(argv: list[str] | None = None) -> None:
     train_rows, eval_rows = rows[:len(train_traces)], rows[len(train_traces):]
 
     with tempfile.TemporaryDirectory(prefix="train-vs-trl-") as work:
-        model_dir = _model_dir(args.model, work)
+        # One starting checkpoint for both: the backbone with prmkit's new (zero) 2-class head, so
+        # neither run's eval loss depends on how its random head happened to start.
+        model_dir = os.path.join(work, "start")
+        RewardModel.from_backbone(_model_dir(args.model, work), convention="trl", num_labels=2,
+                                  seed=args.seed).save_pretrained(model_dir)
         train_file, eval_file = os.path.join(work, "train.jsonl"), os.path.join(work, "eval.jsonl")
         write_traces(train_traces, train_file)
         write_traces(eval_traces, eval_file)

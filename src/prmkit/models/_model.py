@@ -80,6 +80,8 @@ class RewardModel:
             tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
         if getattr(model, "config", None) is not None and getattr(model.config, "pad_token_id", None) is None:
             model.config.pad_token_id = tokenizer.pad_token_id
+        self._causal = not (getattr(getattr(model, "config", None), "is_encoder_decoder", False)
+                            or _is_encoder(getattr(model, "config", None)))
 
     # -- construction ---------------------------------------------------------------------------------
     @classmethod
@@ -115,9 +117,11 @@ class RewardModel:
         torch = _torch()
         conv = get_convention(convention)
         path = resolve_backbone(backbone)
-        torch.manual_seed(seed)  # the new head's initial weights
+        torch.manual_seed(seed)  # anything a backbone initialises at random
         model, tok = _load(path, conv, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
                            num_labels=num_labels or conv.num_labels or 2)
+        if conv.head == "classifier" and not _has_trained_head(path):
+            _zero_head(model)
         return cls(model, tok, convention=conv, kind=kind, max_length=max_length, name=backbone)
 
     def _single_token(self, text: str) -> int:
@@ -164,8 +168,8 @@ class RewardModel:
 
     @property
     def is_causal(self) -> bool:
-        cfg = getattr(self.model, "config", None)
-        return not (getattr(cfg, "is_encoder_decoder", False) or _is_encoder(cfg))
+        """A decoder: a position sees only what comes before it."""
+        return self._causal
 
     # -- forward --------------------------------------------------------------------------------------
     @property
@@ -194,7 +198,13 @@ class RewardModel:
         return out
 
     def position_logits(self, input_ids, attention_mask, rows, cols):
-        """Logits at the label positions: ``[N, 2]`` (class 1 = correct) or ``[N, 1]`` (sigmoid)."""
+        """Logits at the label positions: ``[N, 2]`` (class 1 = correct) or ``[N, 1]`` (sigmoid).
+
+        Inputs are right-padded (:meth:`collate`); a decoder then needs no padding mask, since no real
+        token attends to a later (pad) one, and the plain causal attention kernel is faster.
+        """
+        if self.is_causal:
+            attention_mask = None
         if self.verdict_ids is not None:
             backbone = getattr(self.model, self.model.base_model_prefix)
             hidden = backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
@@ -279,6 +289,27 @@ class RewardModel:
         info = {"kind": self.kind, "convention": self.convention.to_dict(), "max_length": self.max_length,
                 "name": self.name, **(extra or {})}
         (path / RM_CONFIG).write_text(json.dumps(info, indent=2, default=str) + "\n")
+
+
+def _has_trained_head(path: str) -> bool:
+    try:
+        from transformers import AutoConfig
+
+        archs = getattr(AutoConfig.from_pretrained(path), "architectures", None) or []
+    except (OSError, ValueError):
+        return False
+    return any(a.endswith("ForTokenClassification") for a in archs)
+
+
+def _zero_head(model: Any) -> None:
+    torch = _torch()
+    for name in ("score", "classifier"):
+        layer = getattr(model, name, None)
+        if isinstance(layer, torch.nn.Linear):
+            with torch.no_grad():
+                layer.weight.zero_()
+                if layer.bias is not None:
+                    layer.bias.zero_()
 
 
 def _is_encoder(cfg: Any) -> bool:
