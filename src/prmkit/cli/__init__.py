@@ -14,6 +14,9 @@ from prmkit.cli._data import app as data_app
 from prmkit.cli._generate import generate as generate_cmd
 from prmkit.cli._label import label as label_cmd
 from prmkit.cli._policy import app as policy_app
+from prmkit.cli._score import score as score_cmd
+from prmkit.cli._score import search as search_cmd
+from prmkit.cli._score import select as select_cmd
 from prmkit.cli._train import app as train_app
 
 __all__ = ["app", "main"]
@@ -29,6 +32,9 @@ app.add_typer(data_app, name="data")
 app.command(name="generate")(generate_cmd)
 app.add_typer(policy_app, name="policy")
 app.command(name="label")(label_cmd)
+app.command(name="score")(score_cmd)
+app.command(name="select")(select_cmd)
+app.command(name="search")(search_cmd)
 app.add_typer(train_app, name="train")
 
 

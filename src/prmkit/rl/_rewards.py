@@ -1,0 +1,131 @@
+"""A PRM (or ORM) as a reward function with TRL's GRPO contract.
+
+TRL calls every reward function as ``reward_fn(prompts=..., completions=..., **kwargs)`` and expects
+one ``float`` or ``None`` per completion (``None``: this function has no opinion on that sample;
+TRL then ignores it for this function). Completions are strings, or, for conversational datasets,
+lists of chat messages (``[{"role": "assistant", "content": "..."}]``); prompts likewise. TRL logs a
+function's rewards under its ``__name__``.
+
+:class:`PRMReward` turns each completion into a trace (the problem is the prompt's last user message;
+the steps are cut by a prmkit splitter, ``newline`` by default, as ``prmkit generate`` does), scores
+all of them in one call, and aggregates each trace's step scores (``min`` by default) into its
+reward. A completion is unscorable — ``None`` — when it has no step, or when the scorer rejects it
+(say, longer than an ORM's ``max_length``).
+
+>>> from prmkit.search import ScriptedScorer
+>>> reward = PRMReward(ScriptedScorer({"2 + 2 = 4": 0.9, "The answer is 4.": 0.8}))
+>>> reward(prompts=["What is 2 + 2?"] * 2, completions=["2 + 2 = 4\\nThe answer is 4.", "  "])
+[0.8, None]
+>>> reward.__name__
+'prm_min'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from prmkit.data._split import get_splitter
+from prmkit.errors import PrmkitError
+from prmkit.scoring import get_aggregator
+from prmkit.scoring._protocol import StepScorer
+from prmkit.trace import Problem, Trace
+
+__all__ = ["PRMReward", "completion_text", "prompt_text"]
+
+
+def _content(content: Any) -> str:
+    """A message's text: a string, or the text parts of an OpenAI-style content list."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type", "text") == "text")
+    return "" if content is None else str(content)
+
+
+def completion_text(completion: str | Sequence[dict[str, Any]]) -> str:
+    """The text of a completion: the string itself, or its assistant messages' contents joined by
+    newlines (a conversational completion)."""
+    if isinstance(completion, str):
+        return completion
+    return "\n".join(_content(m.get("content")) for m in completion if m.get("role", "assistant") == "assistant")
+
+
+def prompt_text(prompt: str | Sequence[dict[str, Any]]) -> str:
+    """The problem a prompt poses: the string itself, or its last user message (a conversational
+    prompt also holds the system prompt and worked examples, which are not the problem)."""
+    if isinstance(prompt, str):
+        return prompt
+    users = [m for m in prompt if m.get("role") == "user"]
+    return _content(users[-1].get("content")) if users else ""
+
+
+class PRMReward:
+    """``reward_fn(prompts, completions, **kwargs) -> list[float | None]`` over a
+    :class:`~prmkit.scoring.StepScorer` (module docs).
+
+    ``aggregate``: step scores -> reward (``min``, ``last``, ``prod``, ``mean``, ``geo_mean``,
+    ``first_below:<t>``). ``splitter``: how a completion is cut into steps. ``name``: the
+    ``__name__`` TRL logs (default ``prm_<aggregate>``, or ``orm`` for an ORM). ``scale``/``shift``:
+    the reward is ``scale * score + shift`` (e.g. ``scale=2, shift=-1`` for rewards in [-1, 1]).
+    """
+
+    def __init__(self, scorer: StepScorer, *, aggregate: str = "min", splitter: str = "newline",
+                 name: str | None = None, scale: float = 1.0, shift: float = 0.0) -> None:
+        self.scorer = scorer
+        self.aggregate = aggregate
+        self._agg = get_aggregator(aggregate)
+        self.splitter = get_splitter(splitter)
+        self.scale = scale
+        self.shift = shift
+        default = "orm" if scorer.kind == "orm" else f"prm_{aggregate.replace(':', '_')}"
+        self.__name__ = name or default
+
+    @classmethod
+    def from_pretrained(cls, path: str, *, aggregate: str = "min", splitter: str = "newline",
+                        name: str | None = None, **scorer_args: Any) -> PRMReward:
+        """A reward function over a checkpoint folder (loaded as ``prmkit search --model`` does)."""
+        from prmkit.search._scorers import model_scorer
+
+        return cls(model_scorer(path, **scorer_args), aggregate=aggregate, splitter=splitter, name=name)
+
+    def traces(self, prompts: Sequence[Any], completions: Sequence[Any]) -> list[Trace | None]:
+        """The trace of every completion (None where it has no step)."""
+        if len(prompts) != len(completions):
+            raise PrmkitError(f"{len(prompts)} prompts for {len(completions)} completions")
+        out: list[Trace | None] = []
+        for i, (p, c) in enumerate(zip(prompts, completions, strict=True)):
+            text = completion_text(c)
+            steps = self.splitter.split(text)
+            out.append(Trace(id=f"rl-{i}", problem=Problem(prompt_text(p)), steps=steps, text=text)
+                       if steps else None)
+        return out
+
+    def step_scores(self, traces: Sequence[Trace | None]) -> list[list[float | None] | None]:
+        """Scores of every trace in one scorer call; if the scorer rejects the batch, one by one, so
+        a single unscorable trace costs only its own reward."""
+        idx = [i for i, t in enumerate(traces) if t is not None]
+        out: list[list[float | None] | None] = [None] * len(traces)
+        batch = [traces[i] for i in idx]
+        try:
+            results: list[list[float | None] | None] = list(self.scorer.score(batch)) if batch else []
+        except PrmkitError:
+            results = []
+            for t in batch:
+                try:
+                    results.append(self.scorer.score([t])[0])
+                except PrmkitError:
+                    results.append(None)
+        for i, r in zip(idx, results, strict=True):
+            out[i] = r
+        return out
+
+    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
+                 ) -> list[float | None]:
+        """One reward per completion, None where it could not be scored. ``kwargs`` (dataset columns,
+        ``completion_ids``, ``trainer_state``, ...) are accepted and not used."""
+        rewards: list[float | None] = []
+        for scores in self.step_scores(self.traces(prompts, completions)):
+            value = self._agg(scores) if scores else None
+            rewards.append(None if value is None else self.scale * value + self.shift)
+        return rewards

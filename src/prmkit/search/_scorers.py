@@ -1,0 +1,51 @@
+"""Verifiers by name, for the command line: a checkpoint folder, or the ``scripted`` mock.
+
+- ``model``: a PRM / ORM checkpoint (``path=``, any argument of ``RewardModel.from_pretrained``)
+  behind :class:`~prmkit.scoring.PrefixCachingScorer`, which scores exactly as the model does but
+  runs shared prefixes once (N candidates of a problem) and reuses earlier calls (beams growing a
+  step at a time); ``cache=False`` gives the plain ``RewardModel``;
+- ``scripted``: :class:`~prmkit.search.ScriptedScorer` (``scores=`` a dict by step text or a list of
+  per-trace lists, ``kind=``), for tests and examples.
+
+>>> get_scorer("scripted", scores={"a": 0.5}).kind
+'prm'
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prmkit._registry import Registry
+from prmkit.scoring._protocol import StepScorer
+
+__all__ = ["SCORERS", "get_scorer", "register_scorer", "model_scorer"]
+
+
+def model_scorer(path: str, *, cache: bool = True, batch_size: int = 8, max_cached_tokens: int = 16384,
+                 **model_args: Any) -> StepScorer:
+    """A checkpoint as a scorer (see the module docs)."""
+    from prmkit.models._model import RewardModel
+
+    rm = RewardModel.from_pretrained(path, **model_args)
+    if not cache:
+        return rm
+    from prmkit.scoring import PrefixCachingScorer
+
+    return PrefixCachingScorer(rm, batch_size=batch_size, max_cached_tokens=max_cached_tokens)
+
+
+#: name -> "module:attr" of a scorer factory.
+SCORERS = Registry("scorer", {
+    "model": "prmkit.search._scorers:model_scorer",
+    "scripted": "prmkit.search._scripted:ScriptedScorer",
+})
+
+
+def register_scorer(name: str, target: str) -> None:
+    """Register a scorer factory as ``"module:attr"`` under ``name``."""
+    SCORERS.register(name, target)
+
+
+def get_scorer(name: str, **kwargs: Any) -> StepScorer:
+    """The scorer registered as ``name``, built with ``kwargs``."""
+    return SCORERS.create(name, **kwargs)
