@@ -1,0 +1,33 @@
+"""Scoring traces with a PRM or ORM: the scorer interface, fast batched scoring, aggregation.
+
+- :class:`StepScorer`: the interface search, selection and RL use (``kind``, ``name``,
+  ``score(traces)``); :class:`~prmkit.models.RewardModel` satisfies it.
+- :class:`PrefixCachingScorer`: the same scores as ``RewardModel.score`` from a decoder PRM, computing
+  shared prefixes once per call and reusing the KV of sequences scored in earlier calls (beam search
+  extending its beams); :class:`ScoringStats` counts tokens computed and reused.
+- Aggregators (:data:`AGGREGATORS`, :func:`get_aggregator`): step scores -> one trace score
+  (``min``, ``last``, ``prod``, ``mean``, ``geo_mean``, ``first_below:<threshold>``).
+- :func:`score_traces`: score and store step scores and the aggregated trace score on the traces.
+"""
+
+from prmkit.scoring._aggregate import (
+    AGGREGATORS,
+    Aggregator,
+    agg_first_below,
+    agg_geo_mean,
+    agg_last,
+    agg_mean,
+    agg_min,
+    agg_prod,
+    get_aggregator,
+    register_aggregator,
+)
+from prmkit.scoring._prefix import PrefixCachingScorer, ScoringStats
+from prmkit.scoring._protocol import StepScorer
+from prmkit.scoring._traces import score_traces
+
+__all__ = [
+    "StepScorer", "PrefixCachingScorer", "ScoringStats", "score_traces",
+    "AGGREGATORS", "Aggregator", "get_aggregator", "register_aggregator",
+    "agg_min", "agg_last", "agg_prod", "agg_mean", "agg_geo_mean", "agg_first_below",
+]

@@ -1,0 +1,545 @@
+"""A decoder PRM scorer that never runs the same tokens twice: prefix sharing and incremental scoring.
+
+In a decoder the model's output at a position depends only on the tokens up to it, so two inputs
+that start with the same tokens have the same keys/values (KV) and the same head outputs over that
+common prefix. :class:`PrefixCachingScorer` exploits this twice:
+
+- **prefix sharing** (within one call): the traces' token ids are sorted and the prefixes that
+  several traces share (the rendered problem for N candidates; a first step several candidates agree
+  on) become nodes of a prefix tree. Each node is run once, then everything below it runs only its
+  own tokens on top of the node's KV;
+- **incremental scoring** (across calls): every sequence run is kept, with its KV and the head's
+  outputs at every position, in an LRU store bounded by ``max_cached_tokens``. A trace that extends
+  a stored sequence (beam search adding one step to a beam it scored before) runs only the new
+  tokens, and its label positions inside the reused part read the stored outputs.
+
+Rows whose reused parts have different lengths are batched together: their past KV is left-padded
+to a common length (masked out by a padding mask), their new tokens right-padded, and their position
+ids continue each row's own past. Keys in the KV already carry their rotary position, so padding
+never moves them. The results equal :meth:`RewardModel.score` up to float rounding (tested to 1e-4
+on every decoder convention).
+
+Encoders (bidirectional: a prefix's outputs depend on what follows) and models this path does not
+know how to drive (remote code, non-attention layers, inputs longer than a sliding window) are
+scored the plain way, one padded forward pass per batch, as :meth:`RewardModel.score` does.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from prmkit.errors import PrmkitError
+from prmkit.models._model import Encoded, RewardModel, _torch
+from prmkit.trace import Trace
+
+__all__ = ["PrefixCachingScorer", "ScoringStats"]
+
+
+@dataclass
+class ScoringStats:
+    """What a scorer ran, so search methods can compare compute.
+
+    - ``tokens_requested``: the tokens of every trace as encoded (what a scorer without reuse runs);
+    - ``tokens_computed``: the tokens actually run through the model (padding not counted);
+    - ``tokens_reused`` = requested - computed: tokens whose outputs came from a shared prefix or the
+      cache instead of being run again;
+    - ``padded_tokens``: batch rows x width over all forward passes (real + padding);
+    - ``attention_pairs``: (query, key) pairs of the computed tokens, each attending to itself and
+      every position before it, for FLOP estimates (about ``2 x params x tokens_computed +
+      4 x layers x attention width x attention_pairs``);
+    - ``forward_passes``: model calls; ``cache_hits``: sequences that reused more tokens from the KV
+      store (earlier calls, mostly) than from the prefixes they share within the call.
+    """
+
+    calls: int = 0
+    traces: int = 0
+    tokens_requested: int = 0
+    tokens_computed: int = 0
+    padded_tokens: int = 0
+    attention_pairs: int = 0
+    forward_passes: int = 0
+    cache_hits: int = 0
+
+    @property
+    def tokens_reused(self) -> int:
+        return self.tokens_requested - self.tokens_computed
+
+    def reset(self) -> None:
+        """Zero every counter."""
+        for k in asdict(self):
+            setattr(self, k, 0)
+
+    def to_dict(self) -> dict[str, int]:
+        return {**asdict(self), "tokens_reused": self.tokens_reused}
+
+
+@dataclass(eq=False)
+class _Entry:
+    """A sequence that was run: its ids, per layer its keys and values ``[kv_heads, T, head_dim]``, and
+    the head's logits at every position ``[T, C]`` (float32)."""
+
+    ids: Any  # numpy int64 array
+    kv: list[tuple[Any, Any]]
+    logits: Any
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+class _PrefixStore:
+    """Least-recently-used :class:`_Entry` s, at most ``max_tokens`` tokens in all.
+
+    ``lookup`` returns the entry sharing the longest prefix with some ids. An entry that is a prefix
+    of a newly added one is dropped (the new one serves every lookup the old one could).
+    """
+
+    def __init__(self, max_tokens: int) -> None:
+        self.max_tokens = max_tokens
+        self.entries: OrderedDict[int, _Entry] = OrderedDict()
+        self.tokens = 0
+
+    def lookup(self, ids: Any) -> tuple[_Entry | None, int]:
+        np = _np()
+        best: _Entry | None = None
+        best_n = 0
+        for e in self.entries.values():
+            n = min(len(e), len(ids))
+            if n <= best_n or e.ids[0] != ids[0]:
+                continue
+            diff = np.flatnonzero(e.ids[:n] != ids[:n])
+            common = int(diff[0]) if diff.size else n
+            if common > best_n:
+                best, best_n = e, common
+        if best is not None:
+            self.entries.move_to_end(id(best))
+        return best, best_n
+
+    def add(self, entry: _Entry) -> None:
+        np = _np()
+        n = len(entry)
+        if n > self.max_tokens:
+            return
+        for key, e in list(self.entries.items()):
+            m = min(len(e), n)
+            if not np.array_equal(e.ids[:m], entry.ids[:m]):
+                continue
+            if len(e) >= n:  # the new sequence is already covered
+                self.entries.move_to_end(key)
+                return
+            del self.entries[key]
+            self.tokens -= len(e)
+        while self.entries and self.tokens + n > self.max_tokens:
+            _, old = self.entries.popitem(last=False)
+            self.tokens -= len(old)
+        self.entries[id(entry)] = entry
+        self.tokens += n
+
+    def clear(self) -> None:
+        self.entries.clear()
+        self.tokens = 0
+
+
+@dataclass(eq=False)
+class _Row:
+    """One sequence to run: a shared prefix (a tree node) or a whole trace (a leaf). ``parent`` is the
+    deepest node whose ids start these; ``result`` is ``(entry, n)``: these ids are ``entry.ids[:n]``."""
+
+    ids: tuple[int, ...]
+    parent: _Row | None = None
+    level: int = 0
+    result: tuple[_Entry, int] | None = field(default=None, repr=False)
+
+
+def _np():
+    import numpy
+
+    return numpy
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def plan_prefix_tree(seqs: Sequence[tuple[int, ...]], min_saved: int
+                     ) -> tuple[list[list[_Row]], dict[tuple[int, ...], _Row]]:
+    """Shared-prefix nodes (by tree level) and one leaf row per distinct sequence.
+
+    A node is made where ``k >= 2`` distinct sequences share ``m`` tokens beyond their nearest
+    enclosing node and running those once saves at least ``min_saved`` tokens (``(k - 1) * m``):
+    below that, the extra row (and the wait for it) costs more than it saves.
+    """
+    uniq = sorted(set(seqs))
+    leaves = {s: _Row(s) for s in uniq}
+    levels: list[list[_Row]] = []
+    stack: list[tuple[int, int, int, _Row | None]] = [(0, len(uniq), 0, None)] if uniq else []
+    while stack:
+        lo, hi, base, parent = stack.pop()
+        if hi - lo == 1:
+            _attach(leaves[uniq[lo]], parent)
+            continue
+        # Sorted: the range's common prefix is that of its first and last sequences.
+        shared = _common_prefix(uniq[lo], uniq[hi - 1])
+        if shared > base and (hi - lo - 1) * (shared - base) >= min_saved:
+            level = parent.level + 1 if parent is not None else 0
+            node = _Row(uniq[lo][:shared], parent, level)
+            while len(levels) <= level:
+                levels.append([])
+            levels[level].append(node)
+            parent, base = node, shared
+        i = lo
+        if len(uniq[lo]) == shared:  # a sequence that is the shared prefix itself sorts first
+            _attach(leaves[uniq[lo]], parent)
+            i += 1
+        while i < hi:  # split the rest by their next token; each part shares a longer prefix
+            j = i
+            while j < hi and uniq[j][shared] == uniq[i][shared]:
+                j += 1
+            stack.append((i, j, base, parent))
+            i = j
+    return levels, leaves
+
+
+def _attach(leaf: _Row, parent: _Row | None) -> None:
+    leaf.parent = parent
+    leaf.level = parent.level + 1 if parent is not None else 0
+
+
+class PrefixCachingScorer:
+    """:meth:`RewardModel.score` for decoder PRMs and ORMs, without running any token twice.
+
+    Usage (``candidates``: N traces of one problem; ``extended``: the same with one more step each)::
+
+        scorer = PrefixCachingScorer(RewardModel.from_pretrained("out/prm"))
+        scorer.score(candidates)      # the rendered problem runs once, then only each candidate's steps
+        scorer.score(extended)        # only the new steps run
+        scorer.stats.tokens_reused    # what was not run again
+
+    - ``batch_size``: rows per forward pass;
+    - ``max_cached_tokens``: the most tokens whose KV is kept between calls (0: no incremental
+      scoring; prefix sharing within a call still happens). KV memory per token is
+      ``2 x layers x kv_heads x head_dim x bytes``: about 46 KB for SmolLM2-135M in float32;
+    - ``min_saved_tokens``: a prefix shared within a call is run as its own row when that saves at
+      least this many tokens (``(sharers - 1) x its tokens beyond the enclosing shared prefix``).
+
+    ``stats`` (:class:`ScoringStats`) counts tokens computed and reused and forward passes;
+    ``cached_tokens`` is the store's size; ``clear()`` empties it. ``supported`` says whether the
+    caching path is used at all, and ``unsupported_reason`` why not.
+    """
+
+    def __init__(self, rm: RewardModel, *, batch_size: int = 8, max_cached_tokens: int = 16384,
+                 min_saved_tokens: int = 32, name: str | None = None) -> None:
+        if batch_size < 1:
+            raise PrmkitError(f"batch_size must be at least 1, got {batch_size}")
+        if max_cached_tokens < 0:
+            raise PrmkitError(f"max_cached_tokens must be >= 0, got {max_cached_tokens}")
+        self.rm = rm
+        self.kind = rm.kind
+        self.name = name or rm.name
+        self.batch_size = batch_size
+        self.min_saved_tokens = max(1, min_saved_tokens)
+        self.stats = ScoringStats()
+        self._store = _PrefixStore(max_cached_tokens)
+        self.unsupported_reason = _unsupported(rm)
+        self._cache_kw = _cache_keyword(rm) if self.unsupported_reason is None else None
+
+    @property
+    def supported(self) -> bool:
+        """True when scoring reuses KV (a decoder this class knows how to drive)."""
+        return self.unsupported_reason is None
+
+    @property
+    def max_cached_tokens(self) -> int:
+        return self._store.max_tokens
+
+    @property
+    def cached_tokens(self) -> int:
+        """Tokens whose KV is kept for later calls (never more than ``max_cached_tokens``)."""
+        return self._store.tokens
+
+    def clear(self) -> None:
+        """Forget every cached sequence (after changing the model's weights, say)."""
+        self._store.clear()
+
+    def describe(self) -> dict[str, Any]:
+        """Provenance: the model and this scorer's settings."""
+        return {"scorer": "prefix_caching", "model": self.rm.name, "kind": self.kind,
+                "convention": self.rm.convention.name, "batch_size": self.batch_size,
+                "max_cached_tokens": self.max_cached_tokens, "min_saved_tokens": self.min_saved_tokens}
+
+    # -- scoring --------------------------------------------------------------------------------------
+    def score(self, traces: Sequence[Trace]) -> list[list[float | None]]:
+        """Per trace: P(correct) of every step (PRM; ``None`` for steps cut by ``max_length``), or a
+        one-element list with P(trace correct) (ORM); equal to ``rm.score(traces)`` up to rounding."""
+        torch = _torch()
+        encoded = [self.rm.encode(t) for t in traces]
+        self.stats.calls += 1
+        self.stats.traces += len(encoded)
+        self.stats.tokens_requested += sum(len(e) for e in encoded)
+        if not encoded:
+            return []
+        model = self.rm.model
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.inference_mode():
+                if self.supported and not self._window_exceeded(encoded):
+                    probs = self._score_cached(encoded)
+                else:
+                    probs = self._score_plain(encoded)
+        finally:
+            model.train(was_training)
+        results: list[list[float | None]] = []
+        for e, p in zip(encoded, probs, strict=True):
+            scores: list[float | None] = list(p)
+            if self.kind == "prm":
+                scores += [None] * e.dropped
+            results.append(scores)
+        return results
+
+    def _window_exceeded(self, encoded: Sequence[Encoded]) -> bool:
+        """A sliding window shorter than an input: the padded-past mask would misplace the window."""
+        window = _sliding_window(getattr(self.rm.model, "config", None))
+        return window is not None and max(len(e) for e in encoded) > window
+
+    def _score_plain(self, encoded: Sequence[Encoded]) -> list[list[float]]:
+        """What :meth:`RewardModel.score` does: length-sorted, right-padded batches."""
+        rm = self.rm
+        order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+        out: list[list[float]] = [[] for _ in encoded]
+        dev = rm.device
+        for s in range(0, len(order), self.batch_size):
+            idx = order[s:s + self.batch_size]
+            batch = rm.collate([encoded[i] for i in idx])
+            p = rm.probabilities(rm.position_logits(
+                batch["input_ids"].to(dev), batch["attention_mask"].to(dev),
+                batch["rows"].to(dev), batch["cols"].to(dev))).tolist()
+            self.stats.forward_passes += 1
+            self.stats.tokens_computed += sum(len(encoded[i]) for i in idx)
+            self.stats.padded_tokens += batch["input_ids"].numel()
+            self.stats.attention_pairs += sum(_pairs(0, len(encoded[i])) for i in idx)
+            at = 0
+            for i in idx:
+                k = len(encoded[i].positions)
+                out[i] = p[at:at + k]
+                at += k
+        return out
+
+    def _score_cached(self, encoded: Sequence[Encoded]) -> list[list[float]]:
+        torch = _torch()
+        np = _np()
+        seqs = [tuple(e.input_ids) for e in encoded]
+        levels, leaves = plan_prefix_tree(seqs, self.min_saved_tokens)
+        # Nodes level by level (a node's parent is ready before it), then every leaf in one wave, so
+        # leaves of different nodes fill the same batches.
+        for rows in [*levels, list(leaves.values())]:
+            self._run(rows)
+        out: list[list[float]] = []
+        for e, s in zip(encoded, seqs, strict=True):
+            entry, _ = leaves[s].result  # type: ignore[misc]
+            pos = torch.as_tensor(np.asarray(e.positions), device=entry.logits.device)
+            out.append(self.rm.probabilities(entry.logits[pos]).tolist())
+        return out
+
+    def _run(self, rows: Sequence[_Row]) -> None:
+        """Find each row's longest reusable past (its parent node, or a cached sequence), then run the
+        rest in batches of rows with similar numbers of new tokens."""
+        np = _np()
+        pending: list[tuple[_Row, _Entry | None, int]] = []
+        for row in rows:
+            ids = np.asarray(row.ids, dtype=np.int64)
+            base, reuse = (row.parent.result if row.parent is not None else (None, 0))  # type: ignore[misc]
+            cached, n = self._store.lookup(ids)
+            if n > reuse:  # the store (mostly earlier calls) has more of it than the shared prefix
+                base, reuse = cached, n
+                self.stats.cache_hits += 1
+            if base is not None and reuse >= len(ids):
+                row.result = (base, len(ids))  # every position already run: nothing to compute
+                continue
+            pending.append((row, base, reuse))
+        pending.sort(key=lambda p: len(p[0].ids) - p[2])
+        cost = _PASS_COST_TOKENS.get(self.rm.device.type, _PASS_COST_TOKENS["cuda"])
+        for lo, hi in _chunks([len(row.ids) - r for row, _, r in pending], self.batch_size, cost):
+            self._forward(pending[lo:hi])
+
+    def _forward(self, chunk: Sequence[tuple[_Row, _Entry | None, int]]) -> None:
+        torch = _torch()
+        np = _np()
+        from transformers import DynamicCache
+
+        dev = self.rm.device
+        reuse = [r for _, _, r in chunk]
+        news = [row.ids[r:] for row, _, r in chunk]
+        past = max(reuse)
+        width = max(len(n) for n in news)
+        rows = len(chunk)
+        pad = self.rm.tokenizer.pad_token_id if self.rm.tokenizer.pad_token_id is not None else 0
+        input_ids = torch.full((rows, width), pad, dtype=torch.long)
+        position_ids = torch.zeros((rows, width), dtype=torch.long)
+        for i, (n, r) in enumerate(zip(news, reuse, strict=True)):
+            input_ids[i, :len(n)] = torch.tensor(n, dtype=torch.long)
+            position_ids[i] = r + torch.arange(width)  # each row continues its own past
+        mask = None
+        if past and len(set(reuse)) > 1:  # left-padded pasts: hide the padding
+            mask = torch.zeros((rows, past + width), dtype=torch.long)
+            for i, (n, r) in enumerate(zip(news, reuse, strict=True)):
+                mask[i, past - r:past + len(n)] = 1
+            mask = mask.to(dev)
+        # Right padding needs no mask in a decoder: no real token attends to a later (pad) one.
+        cache = DynamicCache(_padded_past(chunk, past, rows)) if past else DynamicCache()
+        backbone = getattr(self.rm.model, self.rm.model.base_model_prefix)
+        out = backbone(input_ids=input_ids.to(dev), position_ids=position_ids.to(dev), attention_mask=mask,
+                       use_cache=True, **{self._cache_kw: cache})
+        logits = self._head(out.last_hidden_state).float()
+        self.stats.forward_passes += 1
+        self.stats.tokens_computed += sum(len(n) for n in news)
+        self.stats.padded_tokens += rows * width
+        self.stats.attention_pairs += sum(_pairs(r, len(n)) for r, n in zip(reuse, news, strict=True))
+        layers = _cache_layers(cache)
+        for i, ((row, base, r), n) in enumerate(zip(chunk, news, strict=True)):
+            # The row's KV is its past (left-padded to ``past``) followed by its new tokens.
+            kv = [(k[i, :, past - r:past + len(n)].clone(), v[i, :, past - r:past + len(n)].clone())
+                  for k, v in layers]
+            new_logits = logits[i, :len(n)]
+            full = torch.cat([base.logits[:r], new_logits]) if r else new_logits.clone()
+            entry = _Entry(np.asarray(row.ids, dtype=np.int64), kv, full)
+            row.result = (entry, len(entry))
+            self._store.add(entry)
+
+    def _head(self, hidden: Any) -> Any:
+        """Head outputs at every position: the two verdict-token logits (``lm_token``) or the
+        token-classification head's logits (``classifier``), as :meth:`RewardModel.position_logits`."""
+        model = self.rm.model
+        if self.rm.verdict_ids is not None:
+            out_emb = model.get_output_embeddings()
+            idx = list(self.rm.verdict_ids)
+            logits = hidden @ out_emb.weight[idx].T
+            if getattr(out_emb, "bias", None) is not None:
+                logits = logits + out_emb.bias[idx]
+            return logits
+        return _classifier_head(model)(hidden)  # dropout before it is the identity in eval mode
+
+
+#: The fixed cost of one forward pass, in tokens' worth of compute: small on a CPU, where time is
+#: close to proportional to tokens, larger on an accelerator, where a pass has launch overheads.
+_PASS_COST_TOKENS = {"cpu": 32, "cuda": 512}
+
+
+def _chunks(lengths: Sequence[int], batch_size: int, pass_cost: int) -> list[tuple[int, int]]:
+    """Split ascending ``lengths`` into consecutive batches of at most ``batch_size`` that minimise
+    padded tokens plus ``pass_cost`` per batch (dynamic programming; right padding wastes
+    ``rows x longest - sum``, so one long row should not widen a batch of short ones).
+
+    >>> _chunks([10, 10, 12, 100], batch_size=8, pass_cost=32)
+    [(0, 3), (3, 4)]
+    """
+    n = len(lengths)
+    best = [0.0] + [float("inf")] * n  # best[j]: cost of the first j rows
+    cut = [0] * (n + 1)
+    for j in range(1, n + 1):
+        for i in range(max(0, j - batch_size), j):
+            c = best[i] + (j - i) * lengths[j - 1] + pass_cost
+            if c < best[j]:
+                best[j], cut[j] = c, i
+    out = []
+    j = n
+    while j:
+        out.append((cut[j], j))
+        j = cut[j]
+    return out[::-1]
+
+
+def _pairs(past: int, new: int) -> int:
+    """Causal (query, key) pairs of ``new`` tokens after ``past`` ones: sum of past+1 .. past+new."""
+    return new * past + new * (new + 1) // 2
+
+
+def _padded_past(chunk: Sequence[tuple[_Row, _Entry | None, int]], past: int, rows: int) -> list:
+    """Per layer ``(keys, values)`` of shape ``[rows, kv_heads, past, head_dim]``: each row's reused
+    KV, left-padded with zeros (masked out) to ``past``; one shared past is only broadcast."""
+    torch = _torch()
+    first = next(b for _, b, _ in chunk if b is not None)
+    same = all(b is chunk[0][1] and r == chunk[0][2] for _, b, r in chunk)
+    layers = []
+    for layer, (k0, v0) in enumerate(first.kv):
+        if same:
+            layers.append((k0[:, :past].unsqueeze(0).expand(rows, -1, -1, -1),
+                           v0[:, :past].unsqueeze(0).expand(rows, -1, -1, -1)))
+            continue
+        heads, _, dim = k0.shape
+        k = torch.zeros((rows, heads, past, dim), dtype=k0.dtype, device=k0.device)
+        v = torch.zeros_like(k)
+        for i, (_, base, r) in enumerate(chunk):
+            if r:
+                bk, bv = base.kv[layer]
+                k[i, :, past - r:] = bk[:, :r]
+                v[i, :, past - r:] = bv[:, :r]
+        layers.append((k, v))
+    return layers
+
+
+def _cache_layers(cache: Any) -> list[tuple[Any, Any]]:
+    """``(keys, values)`` per layer, across the cache layouts of transformers 4.4x and 5.x."""
+    if hasattr(cache, "layers"):
+        return [(layer.keys, layer.values) for layer in cache.layers]
+    return list(zip(cache.key_cache, cache.value_cache, strict=True))  # pragma: no cover - older API
+
+
+def _classifier_head(model: Any) -> Any:
+    for name in ("score", "classifier"):
+        layer = getattr(model, name, None)
+        if layer is not None:
+            return layer
+    return None
+
+
+def _sliding_window(cfg: Any) -> int | None:
+    if cfg is None or getattr(cfg, "use_sliding_window", True) is False:
+        return None
+    types = getattr(cfg, "layer_types", None)
+    if types is not None and "sliding_attention" not in types:
+        return None
+    window = getattr(cfg, "sliding_window", None)
+    return int(window) if window else None
+
+
+def _cache_keyword(rm: RewardModel) -> str:
+    backbone = getattr(rm.model, rm.model.base_model_prefix)
+    params = inspect.signature(backbone.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def _unsupported(rm: RewardModel) -> str | None:
+    """Why the KV-reuse path cannot drive ``rm`` (None: it can)."""
+    model = rm.model
+    if not rm.is_causal:
+        return "an encoder: a prefix's outputs depend on the tokens after it"
+    if not type(model).__module__.startswith("transformers."):
+        return f"{type(model).__name__} is not a transformers model class (remote or custom code)"
+    prefix = getattr(model, "base_model_prefix", None)
+    backbone = getattr(model, prefix, None) if prefix else None
+    if backbone is None:
+        return "no backbone at model.base_model_prefix"
+    params = inspect.signature(backbone.forward).parameters
+    if "cache" not in params and "past_key_values" not in params:
+        return "the backbone takes no KV cache"
+    if "position_ids" not in params:
+        return "the backbone takes no position ids"
+    cfg = getattr(model, "config", None)
+    types = getattr(cfg, "layer_types", None) or []
+    other = sorted({t for t in types if t not in ("full_attention", "sliding_attention")})
+    if other:
+        return f"layers other than attention ({', '.join(other)}) keep state a KV cache cannot crop"
+    if rm.verdict_ids is not None:
+        if model.get_output_embeddings() is None:
+            return "an lm_token convention on a model without output embeddings"
+    elif not type(model).__name__.endswith("ForTokenClassification") or _classifier_head(model) is None:
+        return f"{type(model).__name__} is not a token-classification model with a score/classifier head"
+    return None
