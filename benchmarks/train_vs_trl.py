@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
         # One starting checkpoint for both: the backbone with prmkit's new (zero) 2-class head, so
         # neither run's eval loss depends on how its random head happened to start.
         model_dir = os.path.join(work, "start")
-        RewardModel.from_backbone(_model_dir(args.model, work), convention="trl", num_labels=2,
+        RewardModel.from_backbone(_model_dir(args.model, work), convention="trl", num_labels=2, head_init="zero",
                                   seed=args.seed).save_pretrained(model_dir)
         train_file, eval_file = os.path.join(work, "train.jsonl"), os.path.join(work, "eval.jsonl")
         write_traces(train_traces, train_file)

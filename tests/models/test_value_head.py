@@ -47,5 +47,5 @@ def test_a_backbone_without_any_head_is_refused(tmp_path):
     with pytest.raises(PrmkitError, match="no trained score head"):
         RewardModel.from_pretrained(str(folder))
     # ... but it is a fine starting point, and a new head starts at zero (every step 0.5).
-    rm = RewardModel.from_backbone(str(folder))
+    rm = RewardModel.from_backbone(str(folder), head_init="zero")
     assert rm.score([_trace()])[0] == pytest.approx([0.5, 0.5])

@@ -46,5 +46,5 @@ def tiny_prm(tmp_path_factory):
     mp.setenv("PRMKIT_CACHE", str(tmp_path_factory.mktemp("prmkit-cache")))
     from prmkit.models import RewardModel
 
-    yield RewardModel.from_backbone("tiny")
+    yield RewardModel.from_backbone("tiny", head_init="zero")
     mp.undo()

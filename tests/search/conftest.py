@@ -60,6 +60,6 @@ def tiny_prm_dir(tmp_path_factory):
     from prmkit.models import RewardModel
 
     path = tmp_path_factory.mktemp("tiny-prm")
-    RewardModel.from_backbone("tiny").save_pretrained(path)
+    RewardModel.from_backbone("tiny", head_init="zero").save_pretrained(path)
     yield path
     mp.undo()

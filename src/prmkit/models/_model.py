@@ -109,7 +109,8 @@ class RewardModel:
     def from_backbone(cls, backbone: str, *, convention: Convention | str | dict | None = None,
                       kind: str = "prm", num_labels: int | None = None, device: str | None = None,
                       dtype: str | None = None, trust_remote_code: bool = False,
-                      max_length: int | None = None, seed: int = 0) -> RewardModel:
+                      max_length: int | None = None, seed: int = 0,
+                      head_init: str = "random") -> RewardModel:
         """A new reward model on a pretrained backbone (a fresh head for ``classifier`` conventions),
         ready to train. ``backbone`` is a path, hub id or one of ``smollm2``, ``minilm``, ``tiny``."""
         from prmkit.models._backbones import resolve_backbone
@@ -120,7 +121,9 @@ class RewardModel:
         torch.manual_seed(seed)  # anything a backbone initialises at random
         model, tok = _load(path, conv, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
                            num_labels=num_labels or conv.num_labels or 2)
-        if conv.head == "classifier" and not _has_trained_head(path):
+        if head_init not in ("random", "zero"):
+            raise PrmkitError(f"head_init must be 'random' or 'zero', got {head_init!r}")
+        if head_init == "zero" and conv.head == "classifier" and not _has_trained_head(path):
             _zero_head(model)
         return cls(model, tok, convention=conv, kind=kind, max_length=max_length, name=backbone)
 
