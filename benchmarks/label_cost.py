@@ -161,7 +161,9 @@ def main(argv: list[str] | None = None) -> None:
     for method, source, extra, threshold in methods:
         labelled = copy.deepcopy(traces)
         kwargs = extra.pop("_common") if "_common" in extra else common
-        with LabelStore(tmp / f"{method}.sqlite") as store, \
+        # advantage and consensus reuse the Monte Carlo rollouts (same policy, k, seed: same store keys)
+        store_name = "mc" if method in ("advantage", "consensus") else method
+        with LabelStore(tmp / f"{store_name}.sqlite") as store, \
                 get_labeler(method, policy=policy, **kwargs, **extra) as labeler:
             report = labeler.label(labelled, store=store)
         rows.append({"method": method, **evaluate(labelled, source, threshold),
