@@ -49,31 +49,14 @@ def generate(
     Example: prmkit generate --env arith --policy hf -n 8 --problems 50 -o traces.jsonl
     A rerun with the same arguments skips the problems already in the file.
     """
-    from prmkit.envs import ArithConfig, ArithEnv
     from prmkit.envs._prompts import PromptBuilder
     from prmkit.eval import pass_at_k_traces
     from prmkit.policies import SamplingParams, get_policy
-    from prmkit.policies._sampling import problems_from_file, sample_traces
+    from prmkit.policies._sampling import sample_traces
     from prmkit.trace import read_traces
 
-    if (env is None) == (data is None):
-        raise PrmkitError("give exactly one of --env arith or --data PATH")
-    if env is not None:
-        if env != "arith":
-            raise PrmkitError(f"unknown environment {env!r}; built in: arith")
-        lo, _, hi = steps.partition("-")
-        try:
-            step_range = int(lo) if not hi else (int(lo), int(hi))
-        except ValueError:
-            raise PrmkitError(f"--steps must be N or MIN-MAX, got {steps!r}") from None
-        cfg = ArithConfig(steps=step_range, ops=tuple(ops), max_operand=max_operand,
-                          distractors=distractors, seed=env_seed)
-        items = ArithEnv(cfg).problems(problems, start=start)
-    else:
-        assert data is not None
-        if not data.exists():
-            raise PrmkitError(f"{data}: no such file")
-        items = problems_from_file(data, data_format, limit=start + problems)[start:]
+    items, cfg = load_problems(env, data, data_format, problems, start, steps, ops, max_operand,
+                               env_seed, distractors)
     kwargs = parse_options(policy_arg)
     if policy == "hf":
         kwargs.setdefault("batch_size", batch_size)
@@ -100,3 +83,29 @@ def generate(
         soft_wrap=True)
     console.print("  ".join(f"pass@{k} {v:.1%}" for k, v in passk.items()), highlight=False,
                   soft_wrap=True)
+
+
+def load_problems(env: str | None, data: Path | None, data_format: str | None, problems: int, start: int,
+                  steps: str, ops: str, max_operand: int, env_seed: int, distractors: int = 0):
+    """``(problems, arith config or None)`` from ``--env arith`` or ``--data PATH`` (shared by
+    ``generate`` and ``search``)."""
+    from prmkit.envs import ArithConfig, ArithEnv
+    from prmkit.policies._sampling import problems_from_file
+
+    if (env is None) == (data is None):
+        raise PrmkitError("give exactly one of --env arith or --data PATH")
+    if env is not None:
+        if env != "arith":
+            raise PrmkitError(f"unknown environment {env!r}; built in: arith")
+        lo, _, hi = steps.partition("-")
+        try:
+            step_range = int(lo) if not hi else (int(lo), int(hi))
+        except ValueError:
+            raise PrmkitError(f"--steps must be N or MIN-MAX, got {steps!r}") from None
+        cfg = ArithConfig(steps=step_range, ops=tuple(ops), max_operand=max_operand,
+                          distractors=distractors, seed=env_seed)
+        return ArithEnv(cfg).problems(problems, start=start), cfg
+    assert data is not None
+    if not data.exists():
+        raise PrmkitError(f"{data}: no such file")
+    return problems_from_file(data, data_format, limit=start + problems)[start:], None

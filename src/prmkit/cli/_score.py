@@ -193,25 +193,9 @@ def select(
 def _problems(env: str | None, data: Path | None, data_format: str | None, problems: int, start: int,
               steps: str, ops: str, max_operand: int, env_seed: int) -> tuple[list[Problem], Any]:
     """The problems to search on and, for ``arith``, the environment config (for the prompt)."""
-    from prmkit.envs import ArithConfig, ArithEnv
-    from prmkit.policies._sampling import problems_from_file
+    from prmkit.cli._generate import load_problems
 
-    if (env is None) == (data is None):
-        raise PrmkitError("give exactly one of --env arith or --data PATH")
-    if env is not None:
-        if env != "arith":
-            raise PrmkitError(f"unknown environment {env!r}; built in: arith")
-        lo, _, hi = steps.partition("-")
-        try:
-            step_range = int(lo) if not hi else (int(lo), int(hi))
-        except ValueError:
-            raise PrmkitError(f"--steps must be N or MIN-MAX, got {steps!r}") from None
-        cfg = ArithConfig(steps=step_range, ops=tuple(ops), max_operand=max_operand, seed=env_seed)
-        return ArithEnv(cfg).problems(problems, start=start), cfg
-    assert data is not None
-    if not data.exists():
-        raise PrmkitError(f"{data}: no such file")
-    return problems_from_file(data, data_format, limit=start + problems)[start:], None
+    return load_problems(env, data, data_format, problems, start, steps, ops, max_operand, env_seed)
 
 
 def search(

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -277,7 +278,7 @@ class Channel:
     info: PolicyInfo | None = None
 
 
-class RolloutLabeler:
+class RolloutLabeler(ABC):
     """Base class of the labelers that generate: subclasses set ``name``, ``sources`` and
     ``channels`` and implement :meth:`plan`; :meth:`label` runs the plans through the engine.
 
@@ -299,10 +300,10 @@ class RolloutLabeler:
         self.answer_method = "auto"
 
     # -- to implement ------------------------------------------------------------------------------
+    @abstractmethod
     def plan(self, trace: Trace) -> Plan | PlanResult:
         """The plan that labels ``trace`` (see the module docstring); a labeler that needs no
         generation may return the :class:`PlanResult` directly."""
-        raise NotImplementedError
 
     # -- shared ------------------------------------------------------------------------------------
     def skip_reason(self, trace: Trace) -> str | None:

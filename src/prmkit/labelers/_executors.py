@@ -22,6 +22,7 @@ import itertools
 import multiprocessing
 import pickle
 import time
+from abc import ABC, abstractmethod
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -104,24 +105,26 @@ def _timed_generate(policy: Policy, request: GenerationRequest, params: Sampling
     return out[0], time.perf_counter() - t0
 
 
-class Executor:
+class Executor(ABC):
     """The executor interface (see the module docstring)."""
 
     kind = ""
 
+    @abstractmethod
     def info(self) -> PolicyInfo:
-        raise NotImplementedError
+        """The policy's description (part of the label store's run key)."""
 
+    @abstractmethod
     def submit(self, request: GenerationRequest, params: SamplingParams) -> Future:
-        raise NotImplementedError
+        """Start one generation request; the future yields its completions."""
 
     @property
     def capacity(self) -> int:
         """How many requests are worth keeping in flight."""
         return 1
 
-    def close(self) -> None:
-        pass
+    def close(self) -> None:  # noqa: B027 - optional hook: most executors hold nothing to release
+        """Release workers or actors (nothing by default)."""
 
 
 class InlineExecutor(Executor):
