@@ -13,38 +13,22 @@ prove little.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers  # noqa: E402
+from tiny_tokenizers import (  # noqa: E402
+    SEED,
+    llama3_tokenizer,
+    qwen_tokenizer,
+    sentencepiece_tokenizer,
+    wordpiece_tokenizer,
+)
 
 from prmkit.models import RewardModel, build_char_tokenizer  # noqa: E402
 from prmkit.trace import Problem, Step, Trace  # noqa: E402
-
-SEED = 0
-
-CORPUS = [
-    "Tom has 3 apples and buys 5 more. 3 + 5 = 8. The answer is 8.",
-    "She gives away 4: 12 - 4 = 8.\nThe answer is 8.",
-    "Step 1: 2 * 3 = 6 ки\nStep 2: 6 + 1 = 7 ки\nThe answer is 7 ки",
-    "Step 1: 4 × 2 = 8 ки\nStep 2: 8 - 5 = 3 ки\nSo the result is 3. ки",
-    "What is 12 + 30? Let us add the tens first, then the units. + - + -",
-    "Step 1: x = 2  \n\nStep 2: y = x + 1 \n\n\nSo y = 3.\n\n",
-] * 10
-
-CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
-LLAMA3 = ("{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n"
-          "{{ m['content'] | trim }}<|eot_id|>{% endfor %}"
-          "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}")
-QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<extra_0>"]
-LLAMA3_SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
-                   "<|eot_id|>"]
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -54,72 +38,6 @@ def _one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
-
-
-# -- tokenizers (copied from tests/models/conftest.py) ------------------------------------------------
-def qwen_tokenizer():
-    from tokenizers import Regex
-    from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
-
-    tk = Tokenizer(models.BPE())
-    tk.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
-    tk.train_from_iterator(CORPUS, trainers.BpeTrainer(
-        vocab_size=400, min_frequency=1, show_progress=False, special_tokens=QWEN_SPECIALS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    spec = json.loads(tk.to_str())["model"]
-    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in spec["merges"]]
-    tok = transformers.Qwen2Tokenizer(vocab=spec["vocab"], merges=merges, eos_token="<|im_end|>",
-                                      additional_special_tokens=QWEN_SPECIALS[1:])
-    tok.chat_template = CHATML
-    return tok
-
-
-def llama3_tokenizer():
-    from tokenizers import ByteLevelBPETokenizer
-
-    bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(CORPUS, vocab_size=400, min_frequency=1, special_tokens=LLAMA3_SPECIALS,
-                            show_progress=False)
-    tok = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=bpe._tokenizer, bos_token="<|begin_of_text|>", eos_token="<|eot_id|>",
-        additional_special_tokens=["<|start_header_id|>", "<|end_header_id|>"])
-    tok.chat_template = LLAMA3
-    return tok
-
-
-def wordpiece_tokenizer():
-    from tokenizers import BertWordPieceTokenizer
-
-    wp = BertWordPieceTokenizer(lowercase=True)
-    wp.train_from_iterator(CORPUS, vocab_size=300, min_frequency=1, show_progress=False,
-                           special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
-    tk = wp._tokenizer
-    tk.post_processor = processors.BertProcessing(("[SEP]", tk.token_to_id("[SEP]")),
-                                                  ("[CLS]", tk.token_to_id("[CLS]")))
-    return transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tk, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-        sep_token="[SEP]", mask_token="[MASK]")
-
-
-def sentencepiece_tokenizer():
-    tk = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
-    tk.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split("\n", "isolated"),
-        pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")])
-    tk.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
-                                    decoders.Strip(" ", 1, 0)])
-    tk.train_from_iterator(CORPUS, trainers.BpeTrainer(vocab_size=300, min_frequency=1, show_progress=False,
-                                                       special_tokens=["<unk>", "<s>", "</s>"]))
-    spec = json.loads(tk.to_str())
-    vocab = spec["model"]["vocab"]
-    for b in range(256):
-        vocab.setdefault(f"<0x{b:02X}>", len(vocab))
-    tk = Tokenizer.from_str(json.dumps(spec))
-    tk.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", vocab["<s>"])])
-    return transformers.PreTrainedTokenizerFast(tokenizer_object=tk, bos_token="<s>", eos_token="</s>",
-                                                unk_token="<unk>")
 
 
 # -- tiny models --------------------------------------------------------------------------------------
