@@ -65,3 +65,29 @@ def test_ray_actors_label_like_the_inline_run(monkeypatch):
         assert report.rollouts == 4 * 2 * 3
     finally:
         ray.shutdown()
+
+
+class BatchingRulePolicy(RulePolicy):
+    """RulePolicy that records how many requests each generate call carried."""
+
+    request_batch = 5
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.calls: list[int] = []
+
+    def generate(self, requests, params):
+        self.calls.append(len(requests))
+        return super().generate(requests, params)
+
+
+@pytest.mark.parametrize("method", ["mc", "binary"])
+def test_inline_batches_requests_and_labels_like_one_at_a_time(method):
+    one, many = batch(), batch()
+    get_labeler(method, policy=RulePolicy(p=0.5), k=3, seed=2).label(one)
+    pol = BatchingRulePolicy(p=0.5)
+    get_labeler(method, policy=pol, k=3, seed=2).label(many)
+    assert labels(many) == labels(one)
+    # Requests went to the policy together (up to its request_batch), not one by one.
+    assert max(pol.calls) > 1 and max(pol.calls) <= 5
+    assert sum(pol.calls) == len(pol.requests)

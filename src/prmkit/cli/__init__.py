@@ -11,6 +11,9 @@ import sys
 import typer
 
 from prmkit.cli._data import app as data_app
+from prmkit.cli._demo import demo as demo_cmd
+from prmkit.cli._eval import app as eval_app
+from prmkit.cli._eval import report as report_cmd
 from prmkit.cli._generate import generate as generate_cmd
 from prmkit.cli._label import label as label_cmd
 from prmkit.cli._policy import app as policy_app
@@ -28,6 +31,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+app.command(name="demo")(demo_cmd)
 app.add_typer(data_app, name="data")
 app.command(name="generate")(generate_cmd)
 app.add_typer(policy_app, name="policy")
@@ -36,6 +40,8 @@ app.command(name="score")(score_cmd)
 app.command(name="select")(select_cmd)
 app.command(name="search")(search_cmd)
 app.add_typer(train_app, name="train")
+app.add_typer(eval_app, name="eval")
+app.command(name="report")(report_cmd)
 
 
 @app.command()

@@ -313,6 +313,8 @@ def label_stream(labeler: RolloutLabeler, traces: Iterable[Trace], *, store: Lab
             if ready:
                 continue
             submit()
+            for rt in runtimes.values():
+                rt.executor.flush()
             if inflight:
                 done, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
                 for fut in done:

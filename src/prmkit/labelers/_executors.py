@@ -123,28 +123,62 @@ class Executor(ABC):
         """How many requests are worth keeping in flight."""
         return 1
 
+    def flush(self) -> None:  # noqa: B027 - optional hook: most executors start work on submit
+        """Start whatever :meth:`submit` only queued (called before the engine waits)."""
+
     def close(self) -> None:  # noqa: B027 - optional hook: most executors hold nothing to release
         """Release workers or actors (nothing by default)."""
 
 
 class InlineExecutor(Executor):
-    """Generates in the calling process; :meth:`submit` returns a finished future."""
+    """Generates in the calling process.
+
+    ``batch`` requests are kept in flight and generated together by one ``policy.generate`` call at
+    :meth:`flush` (a local model decodes many rows for about the price of one); the default is the
+    policy's ``request_batch`` attribute, else 1 (then :meth:`submit` returns a finished future).
+    """
 
     kind = "inline"
 
-    def __init__(self, policy: Policy) -> None:
+    def __init__(self, policy: Policy, batch: int | None = None) -> None:
         self.policy = policy
+        self.batch = max(1, batch if batch is not None else int(getattr(policy, "request_batch", 1)))
+        self._queued: list[tuple[GenerationRequest, SamplingParams, Future]] = []
 
     def info(self) -> PolicyInfo:
         return _info(self.policy)
 
+    @property
+    def capacity(self) -> int:
+        return self.batch
+
     def submit(self, request: GenerationRequest, params: SamplingParams) -> Future:
         fut: Future = Future()
-        try:
-            fut.set_result(_timed_generate(self.policy, request, params))
-        except BaseException as e:  # delivered through the future, as a pool would
-            fut.set_exception(e)
+        self._queued.append((request, params, fut))
+        if self.batch == 1:
+            self.flush()
         return fut
+
+    def flush(self) -> None:
+        queued, self._queued = self._queued, []
+        groups: dict[SamplingParams, list[tuple[GenerationRequest, Future]]] = {}
+        for request, params, fut in queued:
+            groups.setdefault(params, []).append((request, fut))
+        for params, items in groups.items():
+            t0 = time.perf_counter()
+            try:
+                out = self.policy.generate([r for r, _ in items], params)
+                if len(out) != len(items) or any(len(row) != params.n for row in out):
+                    raise PrmkitError(f"policy {getattr(self.policy, 'name', self.policy)!r} returned "
+                                      f"{[len(r) for r in out]} completions for {len(items)} requests "
+                                      f"of n={params.n}")
+            except BaseException as e:  # delivered through the futures, as a pool would
+                for _, fut in items:
+                    fut.set_exception(e)
+                continue
+            per = (time.perf_counter() - t0) / len(items)
+            for (_, fut), row in zip(items, out, strict=True):
+                fut.set_result((row, per))
 
 
 # -- process pool ---------------------------------------------------------------------------------------

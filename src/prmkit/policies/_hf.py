@@ -171,6 +171,8 @@ class HFPolicy:
     """
 
     name = "hf"
+    #: Requests a labeler's inline executor hands over together (their rows share decode steps).
+    request_batch = 16
 
     def __init__(self, model: str | None = None, *, gguf_file: str | None = None,
                  adapter: str | None = "default", batch_size: int = 16, device: str | None = None,
@@ -228,20 +230,22 @@ class HFPolicy:
 
     def generate(self, requests: Sequence[GenerationRequest], params: SamplingParams
                  ) -> list[list[Completion]]:
+        """Rows of every request go into shared batches of up to ``batch_size`` sequences: a decode
+        step on CPU costs about the same for 4 rows as for 32 (it is bound by reading the weights),
+        so many problems sampled together cost little more than one."""
         torch = _torch()
-        out: list[list[Completion]] = []
-        with progress_bar(len(requests) * params.n, f"sampling ({self.model_id})",
-                          enabled=self.progress) as advance:
-            for req in requests:
-                ids, shared = self._encode(req)
-                seeds = [derive_seed(params.seed, req.key or self.render(req), k)
-                         for k in range(params.n)]
-                row: list[Completion] = []
-                for start in range(0, params.n, self.batch_size):
-                    chunk = seeds[start:start + self.batch_size]
-                    row += self._generate_rows(ids, shared, chunk, params, torch)
-                    advance(len(chunk))
-                out.append(row)
+        rows: list[tuple[int, list[int], int, int | None]] = []  # (request, ids, shared, seed)
+        for r, req in enumerate(requests):
+            ids, shared = self._encode(req)
+            for k in range(params.n):
+                rows.append((r, ids, shared, derive_seed(params.seed, req.key or self.render(req), k)))
+        out: list[list[Completion]] = [[] for _ in requests]
+        with progress_bar(len(rows), f"sampling ({self.model_id})", enabled=self.progress) as advance:
+            for start in range(0, len(rows), self.batch_size):
+                chunk = rows[start:start + self.batch_size]
+                for (r, *_), comp in zip(chunk, self._generate_rows(chunk, params, torch), strict=True):
+                    out[r].append(comp)
+                advance(len(chunk))
         return out
 
     def _encode(self, req: GenerationRequest) -> tuple[list[int], int]:
@@ -286,20 +290,58 @@ class HFPolicy:
                            use_cache=True, logits_to_keep=1)
         return cache
 
-    def _generate_rows(self, ids: list[int], shared: int, seeds: list[int | None],
+    def _batch_cache(self, chunk: list[tuple[int, list[int], int, int | None]], width: int, torch: Any
+                     ) -> Any:
+        """One KV cache for the rows of ``chunk``: each request's prompt (all but its last token) is
+        run once, copied to its rows and left-padded to ``width - 1`` positions (the padding is
+        masked out, and positions come from the attention mask, so a row sees exactly what it
+        would alone)."""
+        from transformers import DynamicCache
+
+        parts = []
+        i = 0
+        while i < len(chunk):
+            j = i
+            while j < len(chunk) and chunk[j][0] == chunk[i][0]:
+                j += 1
+            _, ids, shared, _ = chunk[i]
+            cache = self._prefill(ids[:-1], min(shared, len(ids) - 1), torch)
+            parts.append((cache, j - i, width - len(ids)))
+            i = j
+        if len(parts) == 1 and parts[0][2] == 0:
+            cache, n, _ = parts[0]
+            cache.batch_repeat_interleave(n)
+            return cache
+        merged = DynamicCache(config=self.model.config)
+        for layer in range(len(parts[0][0].layers)):
+            keys, values = [], []
+            for cache, n, pad in parts:
+                k, v = cache.layers[layer].keys, cache.layers[layer].values
+                if pad:
+                    k = torch.nn.functional.pad(k, (0, 0, pad, 0))
+                    v = torch.nn.functional.pad(v, (0, 0, pad, 0))
+                keys.append(k.repeat_interleave(n, dim=0))
+                values.append(v.repeat_interleave(n, dim=0))
+            merged.update(torch.cat(keys), torch.cat(values), layer)
+        return merged
+
+    def _generate_rows(self, chunk: list[tuple[int, list[int], int, int | None]],
                        params: SamplingParams, torch: Any) -> list[Completion]:
-        """``len(seeds)`` samples continuing one prompt. The prompt (all but its last token) is run
-        once and its KV cache copied to every row, instead of once per row."""
+        """One sample per row of ``chunk`` (rows of one or several requests, each row ``(request,
+        prompt ids, shared prefix length, seed)``)."""
         tok = self.tokenizer
         pad = tok.pad_token_id
-        rows = len(seeds)
-        cache = self._prefill(ids[:-1], min(shared, len(ids) - 1), torch)
-        cache.batch_repeat_interleave(rows)
-        input_ids = torch.tensor([ids] * rows, device=self.model.device)
+        width = max(len(ids) for _, ids, _, _ in chunk)
+        cache = self._batch_cache(chunk, width, torch)
+        input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for _, ids, _, _ in chunk],
+                                 device=self.model.device)
+        mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for _, ids, _, _ in chunk],
+                            device=self.model.device)
         kwargs: dict[str, Any] = {"max_new_tokens": params.max_new_tokens, "do_sample": False,
                                   "pad_token_id": pad, "num_beams": 1, self._cache_kw: cache,
-                                  "attention_mask": torch.ones_like(input_ids),
+                                  "attention_mask": mask,
                                   "temperature": None, "top_p": None, "top_k": None}
+        seeds = [seed for *_, seed in chunk]
         if params.temperature > 0:
             gens = []
             for s in seeds:
@@ -315,11 +357,11 @@ class HFPolicy:
             kwargs["tokenizer"] = tok
         with torch.no_grad():
             out = self.model.generate(input_ids=input_ids, **kwargs)
-        gen = out[:, len(ids):].tolist()
+        gen = out[:, width:].tolist()
         eos = {t for t in [tok.eos_token_id, *(_as_list(self.model.generation_config.eos_token_id))]
                if t is not None}
         comps = []
-        for row in gen:
+        for row, (_, ids, _, _) in zip(gen, chunk, strict=True):
             # Tokens up to and including the first end-of-sequence; the rest is padding.
             n = next((j + 1 for j, t in enumerate(row) if t in eos), None)
             ended = n is not None

@@ -1,0 +1,266 @@
+"""Figures of the evaluation report, drawn from the result dicts (never from traces).
+
+Each function takes one section of the results (the shapes in the evaluation contract: ``bon``,
+``step_metrics``, ``probes`` ...) and returns the figure as PNG bytes, or ``None`` when the section
+holds nothing to draw. Figures are built on :class:`matplotlib.figure.Figure` with the Agg canvas,
+never through ``pyplot``: no global figure state leaks between calls or into a user's session, and
+the same data gives the same bytes (the PNG carries no software version or timestamp).
+
+matplotlib is optional: ``pip install "prmkit[plot]"``.
+
+>>> png = plot_bon({"ns": [1, 2], "methods": {"prm": {"selector": "bon", "acc": [0.5, 0.6],
+...                                                    "lo": [0.4, 0.5], "hi": [0.6, 0.7]}}})
+>>> png[:8] == PNG_SIGNATURE, plot_bon({"ns": [], "methods": {}})
+(True, None)
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from prmkit.errors import MissingDependencyError
+
+__all__ = [
+    "PNG_SIGNATURE", "plot_bon", "plot_reliability", "plot_length_bias", "plot_threshold_sweep",
+    "plot_prmbench", "plot_gaming",
+]
+
+#: The eight bytes every PNG file starts with.
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+_DPI = 100
+# A fixed, colour-blind-safe cycle (Okabe-Ito): the same method keeps its colour whatever the user's
+# matplotlib style says.
+_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000")
+
+
+def _figure(width: float = 6.4, height: float = 4.0):
+    """A fresh Figure on an Agg canvas (matplotlib imported here so that prmkit imports without it)."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise MissingDependencyError("matplotlib", "plot", "report figures") from None
+    fig = Figure(figsize=(width, height), dpi=_DPI)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    # No "Software" chunk: the bytes depend on the data only, not on the matplotlib version.
+    fig.savefig(buf, format="png", dpi=_DPI, metadata={"Software": None})
+    return buf.getvalue()
+
+
+def _num(x: Any) -> float:
+    """A plottable float: None (not computable) becomes NaN, which matplotlib leaves as a gap."""
+    if x is None or isinstance(x, bool):
+        return math.nan
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _nums(xs: Sequence[Any] | None, n: int) -> list[float]:
+    xs = list(xs or [])
+    return [_num(xs[i]) if i < len(xs) else math.nan for i in range(n)]
+
+
+def _finite(xs: Sequence[float]) -> bool:
+    return any(not math.isnan(x) for x in xs)
+
+
+def plot_bon(bon: Mapping[str, Any] | None) -> bytes | None:
+    """Best-of-N accuracy against N (log2 axis): one line per method with its bootstrap band; the
+    oracle (pass@N) dashed. ``None`` when there is no N or no method."""
+    if not bon:
+        return None
+    ns = [n for n in bon.get("ns") or []]
+    methods = bon.get("methods") or {}
+    if not ns or not methods:
+        return None
+    fig = _figure()
+    ax = fig.add_subplot(1, 1, 1)
+    drawn = False
+    for i, (name, m) in enumerate(methods.items()):
+        acc = [100 * v for v in _nums(m.get("acc"), len(ns))]
+        if not _finite(acc):
+            continue
+        lo = [100 * v for v in _nums(m.get("lo"), len(ns))]
+        hi = [100 * v for v in _nums(m.get("hi"), len(ns))]
+        color = _COLORS[i % len(_COLORS)]
+        oracle = m.get("selector") == "oracle"
+        ax.plot(ns, acc, marker="o", markersize=3, color=color, label=str(name),
+                linestyle="--" if oracle else "-")
+        if _finite(lo) and _finite(hi):
+            ax.fill_between(ns, lo, hi, color=color, alpha=0.15, linewidth=0)
+        drawn = True
+    if not drawn:
+        return None
+    if len(ns) > 1 and min(ns) > 0:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(ns)
+    ax.set_xticklabels([str(n) for n in ns])
+    ax.set_xlabel("N (candidates per problem)")
+    ax.set_ylabel("accuracy (%)")
+    problems = bon.get("problems")
+    ax.set_title(f"Best-of-N accuracy ({problems} problems, 95% bootstrap band)" if problems
+                 else "Best-of-N accuracy (95% bootstrap band)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def plot_reliability(step_metrics: Mapping[str, Any] | None) -> bytes | None:
+    """Reliability diagram (fraction of steps correct against mean score, per score bin) with the
+    step count per bin below. Takes one scorer's metrics (a dict with ``bins``) or the whole
+    ``step_metrics`` section (scorer key -> metrics), drawn together."""
+    if not step_metrics:
+        return None
+    per_key = {"": step_metrics} if "bins" in step_metrics else dict(step_metrics)
+    per_key = {k: v for k, v in per_key.items() if isinstance(v, Mapping) and v.get("bins")}
+    if not per_key:
+        return None
+    fig = _figure(6.4, 5.2)
+    grid = fig.add_gridspec(2, 1, height_ratios=(3, 1), hspace=0.08)
+    ax = fig.add_subplot(grid[0])
+    counts = fig.add_subplot(grid[1], sharex=ax)
+    ax.plot([0, 1], [0, 1], color="grey", linestyle=":", linewidth=1, label="perfect calibration")
+    width = 1.0 / max(len(per_key), 1)
+    for i, (key, m) in enumerate(per_key.items()):
+        bins = m["bins"]
+        color = _COLORS[i % len(_COLORS)]
+        xs = [_num(b.get("mean_score")) for b in bins]
+        ys = [_num(b.get("frac_correct")) for b in bins]
+        ece = m.get("ece")
+        label = key or "score"
+        if ece is not None:
+            label += f" (ECE {_num(ece):.3f})"
+        ax.plot(xs, ys, marker="o", markersize=4, color=color, label=label)
+        lefts = [_num(b.get("lo")) for b in bins]
+        widths = [_num(b.get("hi")) - _num(b.get("lo")) for b in bins]
+        counts.bar([lo + w * width * i for lo, w in zip(lefts, widths, strict=True)],
+                   [b.get("count") or 0 for b in bins], width=[w * width for w in widths],
+                   align="edge", color=color, alpha=0.7)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("fraction of steps correct")
+    ax.set_title("Step score reliability")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.tick_params(labelbottom=False)
+    counts.set_xlabel("predicted P(step correct)")
+    counts.set_ylabel("steps")
+    fig.subplots_adjust(left=0.12, right=0.97, top=0.93, bottom=0.1)
+    return _png(fig)
+
+
+def plot_length_bias(length_bias: Mapping[str, Any] | None) -> bytes | None:
+    """Mean trace score per number of steps (the length-bias probe's ``by_length``), marker area by
+    how many traces have that length."""
+    rows = [r for r in (length_bias or {}).get("by_length") or [] if r.get("mean_score") is not None]
+    if not rows:
+        return None
+    rows = sorted(rows, key=lambda r: r.get("steps", 0))
+    fig = _figure()
+    ax = fig.add_subplot(1, 1, 1)
+    xs = [r.get("steps") for r in rows]
+    ys = [_num(r.get("mean_score")) for r in rows]
+    ns = [r.get("n") or 0 for r in rows]
+    biggest = max(ns) or 1
+    ax.plot(xs, ys, color=_COLORS[0], linewidth=1)
+    ax.scatter(xs, ys, s=[20 + 180 * n / biggest for n in ns], color=_COLORS[0], alpha=0.7, zorder=3)
+    ax.set_xlabel("number of steps")
+    ax.set_ylabel(f"mean score ({length_bias.get('aggregate') or 'aggregate'})")
+    rho = length_bias.get("spearman")
+    ax.set_title("Score by trace length" + (f" (Spearman {_num(rho):.3f})" if rho is not None else ""))
+    ax.set_xticks(xs)
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def plot_threshold_sweep(processbench: Mapping[str, Any] | None) -> bytes | None:
+    """ProcessBench F1 against the threshold, one line per sweep (the split it was tuned on), its
+    best threshold marked."""
+    sweeps = [s for s in (processbench or {}).get("sweep") or []
+              if s.get("thresholds") and s.get("f1")]
+    if not sweeps:
+        return None
+    fig = _figure()
+    ax = fig.add_subplot(1, 1, 1)
+    for i, s in enumerate(sweeps):
+        color = _COLORS[i % len(_COLORS)]
+        ts = [_num(t) for t in s["thresholds"]]
+        ax.plot(ts, _nums(s["f1"], len(ts)), color=color, label=f"tuned on {s.get('tuned_on')}")
+        best = s.get("best")
+        if best is not None:
+            ax.axvline(_num(best), color=color, linestyle="--", linewidth=1)
+    ax.set_xlabel("threshold on P(step correct)")
+    ax.set_ylabel("F1 of error and correct accuracy")
+    ax.set_title("ProcessBench threshold sweep (dashed: best)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def plot_prmbench(prmbench: Mapping[str, Any] | None) -> bytes | None:
+    """PRMScore per PRMBench class as bars, the overall score as a line."""
+    classes = {k: v for k, v in ((prmbench or {}).get("classes") or {}).items()
+               if isinstance(v, Mapping)}
+    if not classes:
+        return None
+    names = list(classes)
+    fig = _figure(max(6.4, 0.6 * len(names) + 2), 4.0)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.bar(range(len(names)), [_num(classes[n].get("prmscore")) for n in names], color=_COLORS[0])
+    overall = ((prmbench or {}).get("overall") or {}).get("prmscore")
+    if overall is not None:
+        ax.axhline(_num(overall), color=_COLORS[1], linestyle="--", label=f"overall {_num(overall):.3f}")
+        ax.legend(fontsize=8)
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("PRMScore")
+    ax.set_title("PRMBench by class")
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def plot_gaming(probes: Mapping[str, Any] | None) -> bytes | None:
+    """Fraction of traces whose score rose under each perturbation, one bar per aggregate. Takes the
+    ``probes`` section or its ``gaming`` entry."""
+    gaming = probes or {}
+    if "perturbations" not in gaming:
+        gaming = gaming.get("gaming") or {}
+    perts = gaming.get("perturbations") or {}
+    if not perts:
+        return None
+    aggs = list(gaming.get("aggregates") or [])
+    for per in perts.values():
+        aggs += [a for a in per if a not in aggs]
+    names = list(perts)
+    fig = _figure(max(6.4, 1.0 * len(names) + 2), 4.0)
+    ax = fig.add_subplot(1, 1, 1)
+    width = 0.8 / max(len(aggs), 1)
+    for j, agg in enumerate(aggs):
+        ys = [100 * _num((perts[p].get(agg) or {}).get("frac_rose")) for p in names]
+        ax.bar([i - 0.4 + width * (j + 0.5) for i in range(len(names))], ys, width=width,
+               color=_COLORS[j % len(_COLORS)], label=agg)
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names, rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("traces whose score rose (%)")
+    ax.set_ylim(0, 100)
+    ax.set_title("Gaming probe: scores raised by perturbations that should not help", fontsize=11)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8, title="aggregate")
+    fig.tight_layout()
+    return _png(fig)

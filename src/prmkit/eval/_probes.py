@@ -1,0 +1,722 @@
+"""Probes of the known failure modes of process reward models, each reduced to a number and a verdict.
+
+- **Verifier gaming** (:func:`gaming_probe`): edits that add no information — a filler claim of
+  having checked everything, the problem restated, a step repeated, two steps swapped — must not
+  raise a trace's score. Each edit is a function in :data:`PERTURBATIONS` that returns a new trace.
+- **Process collapse** (:func:`collapse_probe`): a PRM trained on outcome-derived labels can turn
+  into an outcome scorer in disguise: it flags the invalid steps of wrong-answer traces, but not
+  those of traces that reach the right answer through an invalid step.
+- **Length bias** (:func:`length_bias_probe`): the trace score against the number of steps, within
+  each outcome too (long traces are more often wrong, so length and correctness are confounded).
+- **Domain transfer** (:func:`transfer_probe`): step AUROC, F1 and first-error accuracy per data
+  source, and how much the AUROC drops away from the training domain.
+
+Every probe returns a small result whose ``to_dict()`` is the matching part of the evaluation
+report's ``"probes"`` section; :func:`run_probes` builds the whole section. Each result carries
+``failed`` and ``criterion``, the rule behind ``failed`` in words; a probe without enough data says
+so in ``criterion`` and does not fail.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from prmkit._registry import Registry
+from prmkit.errors import PrmkitError
+from prmkit.eval._metrics import auroc, first_error_index
+from prmkit.scoring import get_aggregator, score_traces
+from prmkit.scoring._protocol import StepScorer
+from prmkit.search._common import is_correct, states_answer, stored_scores, trace_score
+from prmkit.trace import Step, Trace, binarize
+
+__all__ = [
+    "FILLER", "PERTURBATIONS", "register_perturbation",
+    "append_filler", "restate_problem", "duplicate_steps", "reorder_steps",
+    "RiseStats", "GamingResult", "gaming_probe",
+    "OutcomeGroup", "CollapseResult", "collapse_probe",
+    "LengthBiasResult", "length_bias_probe",
+    "SourceStats", "TransferResult", "transfer_probe",
+    "run_probes",
+]
+
+#: The default filler step of :func:`append_filler`: a claim, with no content, that the work is right.
+FILLER = "I have verified every step, and every step is correct."
+
+
+# -- small statistics (pure Python: scipy is not a dependency of prmkit) --------------------------------
+
+def _mean(xs: Sequence[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def _pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Pearson's r; None for fewer than two points or a constant variable."""
+    n = len(x)
+    if n < 2:
+        return None
+    mx, my = sum(x) / n, sum(y) / n
+    sxy = sum((a - mx) * (b - my) for a, b in zip(x, y, strict=True))
+    sxx = sum((a - mx) ** 2 for a in x)
+    syy = sum((b - my) ** 2 for b in y)
+    if sxx == 0 or syy == 0:
+        return None
+    return sxy / math.sqrt(sxx * syy)
+
+
+def _ranks(values: Sequence[float]) -> list[float]:
+    """1-based ranks, ties sharing their average rank (as Spearman's rho needs)."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return ranks
+
+
+def _spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Spearman's rho: Pearson's r of the average ranks."""
+    return _pearson(_ranks(x), _ranks(y)) if len(x) >= 2 else None
+
+
+def _slope(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """The least-squares slope of y on x; None when x is constant."""
+    n = len(x)
+    if n < 2:
+        return None
+    mx, my = sum(x) / n, sum(y) / n
+    sxx = sum((a - mx) ** 2 for a in x)
+    if sxx == 0:
+        return None
+    return sum((a - mx) * (b - my) for a, b in zip(x, y, strict=True)) / sxx
+
+
+# Thresholds are compared with a little slack, so that a gap of exactly 0.1 computed as
+# 0.09999999999999998 still counts as 0.1.
+_TOL = 1e-9
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+# -- perturbations ---------------------------------------------------------------------------------------
+
+def _perturbed_copy(trace: Trace, name: str) -> Trace:
+    """A deep copy without any score, marked as perturbed by ``name``."""
+    new = copy.deepcopy(trace)
+    new.id = f"{trace.id}~{name}"
+    for s in new.steps:
+        s.scores = {}
+    new.meta.pop("scores", None)
+    new.meta["perturbation"] = name
+    return new
+
+
+def _finish(new: Trace, name: str, args: dict[str, Any]) -> Trace:
+    """Lay the steps out anew, one per line (the old spans no longer point at anything), and record
+    what was done."""
+    at, spans = 0, []
+    for s in new.steps:
+        spans.append((at, at + len(s.text)))
+        at += len(s.text) + 1
+    for s, span in zip(new.steps, spans, strict=True):
+        s.span = span
+    new.text = "\n".join(s.text for s in new.steps)
+    new.add_provenance("perturb", name, args)
+    return new
+
+
+def _one_line(text: str) -> str:
+    # Steps are one per line downstream (scorers and the text layout): a step must not hold a newline.
+    return " ".join(text.split())
+
+
+def append_filler(trace: Trace, rng: random.Random | None = None, *, text: str = FILLER) -> Trace:
+    """A copy with a filler step that says nothing new: before the last step when that step states
+    the final answer (so the trace still ends with its answer, as a policy writes it), else at the
+    end. The final answer is unchanged. ``rng`` is unused (every perturbation takes one).
+
+    >>> from prmkit.trace import Problem
+    >>> t = Trace(id="t", problem=Problem("2+3?"), steps=[Step("2 + 3 = 5."), Step("The answer is 5.")])
+    >>> [s.text for s in append_filler(t).steps]
+    ['2 + 3 = 5.', 'I have verified every step, and every step is correct.', 'The answer is 5.']
+    """
+    new = _perturbed_copy(trace, "append_filler")
+    at = len(new.steps)
+    if new.steps and states_answer(new.steps[-1].text):
+        at -= 1
+    new.steps.insert(at, Step(_one_line(text)))
+    return _finish(new, "append_filler", {"text": text, "index": at})
+
+
+def restate_problem(trace: Trace, rng: random.Random | None = None) -> Trace:
+    """A copy whose first step restates the problem ("Restating the problem: <text>", on one line).
+    ``rng`` is unused.
+
+    >>> from prmkit.trace import Problem
+    >>> t = Trace(id="t", problem=Problem("What is\\n2+3?"), steps=[Step("2 + 3 = 5.")])
+    >>> restate_problem(t).steps[0].text
+    'Restating the problem: What is 2+3?'
+    """
+    new = _perturbed_copy(trace, "restate_problem")
+    new.steps.insert(0, Step("Restating the problem: " + _one_line(trace.problem.text)))
+    return _finish(new, "restate_problem", {})
+
+
+def duplicate_steps(trace: Trace, rng: random.Random | None = None) -> Trace | None:
+    """A copy with ONE step, drawn by ``rng``, repeated right after itself (labels copied with it).
+    The step stating the final answer is not drawn unless it is the only step; a repeated answer
+    would be a different edit. None for a trace without steps.
+
+    One step rather than every step: a single repetition is what a policy does by accident, and
+    doubling every step would mostly measure length bias, which :func:`length_bias_probe` measures.
+
+    >>> from prmkit.trace import Problem
+    >>> t = Trace(id="t", problem=Problem("q"), steps=[Step("a"), Step("b"), Step("The answer is 1.")])
+    >>> [s.text for s in duplicate_steps(t, random.Random(0)).steps]
+    ['a', 'b', 'b', 'The answer is 1.']
+    """
+    if not trace.steps:
+        return None
+    rng = rng or random.Random(0)
+    candidates = list(range(len(trace.steps)))
+    if len(candidates) > 1 and states_answer(trace.steps[-1].text):
+        candidates.pop()
+    i = rng.choice(candidates)
+    new = _perturbed_copy(trace, "duplicate_steps")
+    new.steps.insert(i + 1, copy.deepcopy(new.steps[i]))
+    return _finish(new, "duplicate_steps", {"index": i})
+
+
+def reorder_steps(trace: Trace, rng: random.Random | None = None) -> Trace | None:
+    """A copy with two adjacent steps, both before the last one, swapped (the pair drawn by ``rng``).
+    Labels move with their steps and are not judged again. None for a trace with fewer than three
+    steps (there is no such pair); :func:`gaming_probe` counts those as skipped.
+
+    >>> from prmkit.trace import Problem
+    >>> t = Trace(id="t", problem=Problem("q"), steps=[Step("a"), Step("b"), Step("c")])
+    >>> [s.text for s in reorder_steps(t, random.Random(0)).steps]
+    ['b', 'a', 'c']
+    >>> reorder_steps(Trace(id="u", problem=Problem("q"), steps=[Step("a"), Step("b")])) is None
+    True
+    """
+    n = len(trace.steps)
+    if n < 3:
+        return None
+    rng = rng or random.Random(0)
+    i = rng.randrange(n - 2)
+    new = _perturbed_copy(trace, "reorder_steps")
+    new.steps[i], new.steps[i + 1] = new.steps[i + 1], new.steps[i]
+    return _finish(new, "reorder_steps", {"swapped": [i, i + 1]})
+
+
+#: Perturbation name -> ``"module:attr"`` of a function ``(trace, rng) -> Trace | None`` (None: the
+#: trace cannot be perturbed this way and is skipped).
+PERTURBATIONS = Registry("perturbation", {
+    "append_filler": "prmkit.eval._probes:append_filler",
+    "restate_problem": "prmkit.eval._probes:restate_problem",
+    "duplicate_steps": "prmkit.eval._probes:duplicate_steps",
+    "reorder_steps": "prmkit.eval._probes:reorder_steps",
+})
+
+
+def register_perturbation(name: str, target: str) -> None:
+    """Add (or replace) a perturbation for :func:`gaming_probe`: ``target`` is ``"module:attr"`` of a
+    function ``(trace, rng) -> Trace | None`` that returns a new trace without scores."""
+    PERTURBATIONS.register(name, target)
+
+
+# -- verifier gaming -------------------------------------------------------------------------------------
+
+@dataclass
+class RiseStats:
+    """How one perturbation moved one aggregate: ``n`` traces compared (both scores defined),
+    ``rose`` of them by more than ``eps``, and the mean change (perturbed minus original)."""
+
+    n: int
+    rose: int
+    frac_rose: float | None
+    mean_delta: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n": self.n, "rose": self.rose, "frac_rose": self.frac_rose,
+                "mean_delta": self.mean_delta}
+
+
+@dataclass
+class GamingResult:
+    """The result of :func:`gaming_probe`: ``perturbations[name][aggregate]`` is a :class:`RiseStats`;
+    ``skipped[name]`` counts traces the perturbation could not be applied to; ``failed_by`` names the
+    perturbations that broke the criterion."""
+
+    aggregates: list[str]
+    perturbations: dict[str, dict[str, RiseStats]]
+    skipped: dict[str, int]
+    failed: bool
+    criterion: str
+    failed_by: list[str] = field(default_factory=list)
+    max_frac: float = 0.1
+    eps: float = 1e-6
+    seed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"aggregates": list(self.aggregates),
+                "perturbations": {p: {a: s.to_dict() for a, s in by_agg.items()}
+                                  for p, by_agg in self.perturbations.items()},
+                "failed": self.failed, "criterion": self.criterion,
+                "skipped": dict(self.skipped), "failed_by": list(self.failed_by),
+                "max_frac": self.max_frac, "eps": self.eps, "seed": self.seed}
+
+
+def _score_all(scorer: StepScorer, traces: Sequence[Trace], batch_size: int) -> list[list[float | None]]:
+    out: list[list[float | None]] = []
+    for i in range(0, len(traces), batch_size):
+        chunk = traces[i:i + batch_size]
+        got = scorer.score(chunk)
+        if len(got) != len(chunk):
+            raise PrmkitError(f"scorer {scorer.name!r} returned {len(got)} results for {len(chunk)} traces")
+        out.extend(list(s) for s in got)
+    return out
+
+
+def gaming_probe(scorer: StepScorer, traces: Iterable[Trace], *,
+                 aggregates: Sequence[str] = ("min", "last", "mean"),
+                 perturbations: Sequence[str] | None = None, seed: int = 0, eps: float = 1e-6,
+                 batch_size: int = 32, max_frac: float = 0.1) -> GamingResult:
+    """Score ``traces`` and perturbed copies of them with ``scorer``; count, per perturbation and
+    aggregate, the traces whose score rose by more than ``eps``.
+
+    ``perturbations``: names in :data:`PERTURBATIONS` (default: all). Each trace's perturbation draws
+    from its own generator seeded by ``(seed, perturbation, trace id)``, so what a trace gets does
+    not depend on the order or number of other traces. The originals are scored afresh, never read
+    from stored scores, so both sides come from the same scorer call path.
+
+    ``failed``: some perturbation raised the score of more than ``max_frac`` (10%) of the compared
+    traces under the main aggregate, the first of ``aggregates``.
+
+    Why several aggregates: with a causal (decoder) PRM a step's score depends only on what comes
+    before it, so a step added at the end leaves every old score unchanged and can never raise the
+    ``min`` (only lower it); :func:`append_filler` puts its filler before the answer step, so there
+    only that one step's score can move. ``last`` and ``mean`` are what a filler can game. An encoder
+    (bidirectional) PRM sees the whole trace, so old scores can change under any aggregate.
+
+    >>> from prmkit.search import ScriptedScorer
+    >>> from prmkit.trace import Problem
+    >>> t = Trace(id="t", problem=Problem("q"), steps=[Step("x = 1."), Step("The answer is 1.")])
+    >>> s = ScriptedScorer({"x = 1.": 0.5, "The answer is 1.": 0.5, FILLER: 0.75})
+    >>> r = gaming_probe(s, [t], perturbations=["append_filler"])
+    >>> r.perturbations["append_filler"]["min"].rose, r.perturbations["append_filler"]["mean"].rose
+    (0, 1)
+    """
+    traces = list(traces)
+    if not aggregates:
+        raise PrmkitError("gaming_probe needs at least one aggregate (e.g. 'min')")
+    if batch_size < 1:
+        raise PrmkitError(f"batch_size must be >= 1, got {batch_size}")
+    names = list(PERTURBATIONS) if perturbations is None else list(perturbations)
+    fns = {name: PERTURBATIONS.load(name) for name in names}
+    aggs = {a: get_aggregator(a) for a in aggregates}
+    base = _score_all(scorer, traces, batch_size)
+    results: dict[str, dict[str, RiseStats]] = {}
+    skipped: dict[str, int] = {}
+    for name, fn in fns.items():
+        pairs: list[tuple[int, Trace]] = []
+        for i, t in enumerate(traces):
+            p = fn(t, random.Random(f"gaming:{seed}:{name}:{t.id}"))
+            if p is not None:
+                pairs.append((i, p))
+        skipped[name] = len(traces) - len(pairs)
+        perturbed = _score_all(scorer, [p for _, p in pairs], batch_size)
+        results[name] = {}
+        for a, agg in aggs.items():
+            deltas = []
+            for (i, _), after in zip(pairs, perturbed, strict=True):
+                old, new = agg(base[i]), agg(after)
+                if old is not None and new is not None:
+                    deltas.append(new - old)
+            rose = sum(d > eps for d in deltas)
+            results[name][a] = RiseStats(n=len(deltas), rose=rose,
+                                         frac_rose=rose / len(deltas) if deltas else None,
+                                         mean_delta=_mean(deltas))
+    main = aggregates[0]
+    failed_by = [name for name, by in results.items()
+                 if by[main].frac_rose is not None and by[main].frac_rose > max_frac]
+    criterion = (f"fails when a perturbation that adds no information ({', '.join(names) or 'none'}) "
+                 f"raises the '{main}' score of more than {max_frac:.0%} of traces "
+                 f"(by more than {eps:g})")
+    if failed_by:
+        worst = ", ".join(f"{n} {results[n][main].frac_rose:.0%}" for n in failed_by)
+        criterion += f"; failed: {worst}"
+    elif not any(by[main].n for by in results.values()):
+        criterion = "not enough data: no trace could be compared; " + criterion
+    return GamingResult(list(aggregates), results, skipped, bool(failed_by), criterion, failed_by,
+                        max_frac=max_frac, eps=eps, seed=seed)
+
+
+# -- labelled, scored steps ------------------------------------------------------------------------------
+
+def _step_pairs(trace: Trace, key: str, label_source: str | None, neutral: str
+                ) -> list[tuple[float, bool]]:
+    """``(score, step is valid)`` for every step that has both a score under ``key`` and a verdict."""
+    out = []
+    for step, lab in zip(trace.steps, trace.labels(label_source), strict=True):
+        verdict = binarize(lab, neutral=neutral)
+        score = step.scores.get(key)
+        if verdict is not None and score is not None:
+            out.append((float(score), verdict))
+    return out
+
+
+def _auroc_of(pairs: Sequence[tuple[float, bool]]) -> float | None:
+    return auroc([s for s, _ in pairs], [v for _, v in pairs]) if pairs else None
+
+
+# -- process collapse ------------------------------------------------------------------------------------
+
+@dataclass
+class OutcomeGroup:
+    """Step statistics of the traces with one final-answer outcome: ``traces`` (with at least one
+    labelled, scored step), ``invalid_steps`` / ``valid_steps`` (labelled and scored), the step AUROC
+    (valid = positive) and ``flag_rate``, the fraction of invalid steps scored below the threshold."""
+
+    traces: int
+    invalid_steps: int
+    valid_steps: int
+    auroc: float | None
+    flag_rate: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"traces": self.traces, "invalid_steps": self.invalid_steps,
+                "valid_steps": self.valid_steps, "auroc": self.auroc, "flag_rate": self.flag_rate}
+
+
+@dataclass
+class CollapseResult:
+    """The result of :func:`collapse_probe`."""
+
+    right_answer: OutcomeGroup
+    wrong_answer: OutcomeGroup
+    gap: float | None
+    outcome_auroc: float | None
+    step_auroc: float | None
+    failed: bool
+    criterion: str
+    key: str = "prm"
+    threshold: float = 0.5
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"right_answer": self.right_answer.to_dict(), "wrong_answer": self.wrong_answer.to_dict(),
+                "gap": self.gap, "outcome_auroc": self.outcome_auroc, "step_auroc": self.step_auroc,
+                "failed": self.failed, "criterion": self.criterion, "key": self.key,
+                "threshold": self.threshold}
+
+
+def _group(rows: list[list[tuple[float, bool]]], threshold: float) -> OutcomeGroup:
+    pairs = [p for r in rows for p in r]
+    invalid = [s for s, v in pairs if not v]
+    return OutcomeGroup(traces=sum(1 for r in rows if r), invalid_steps=len(invalid),
+                        valid_steps=len(pairs) - len(invalid), auroc=_auroc_of(pairs),
+                        flag_rate=sum(s < threshold for s in invalid) / len(invalid) if invalid else None)
+
+
+def collapse_probe(traces: Iterable[Trace], key: str = "prm", *, label_source: str | None = None,
+                   threshold: float = 0.5, neutral: str = "positive", min_steps: int = 5,
+                   chance: float = 0.6, min_gap: float = 0.1) -> CollapseResult:
+    """Does the PRM judge steps, or only outcomes? From traces that carry step scores (``key``) and
+    step labels (``label_source``, latest label when None; neutral labels by ``neutral``):
+
+    - per final-answer outcome (``right_answer``: :func:`~prmkit.search.is_correct` is True;
+      ``wrong_answer``: False; traces with neither are left out): the step AUROC and the fraction of
+      invalid steps scored below ``threshold``;
+    - ``gap``: wrong-answer AUROC minus right-answer AUROC;
+    - ``outcome_auroc``: the trace's lowest step score as a predictor of a right final answer;
+    - ``step_auroc``: all labelled, scored steps together.
+
+    ``failed``: the right-answer AUROC is below ``chance`` (0.6) while the wrong-answer AUROC is at
+    least ``min_gap`` (0.1) higher: invalid steps are caught only when the answer is wrong too, the
+    mark of a PRM that learnt outcomes. Judged only when each group has at least ``min_steps``
+    invalid and ``min_steps`` valid steps (fewer make the AUROC noise); otherwise ``failed`` is
+    False and ``criterion`` says there was not enough data.
+
+    >>> from prmkit.trace import Problem, StepLabel
+    >>> def tr(i, outcome, rows):
+    ...     return Trace(id=str(i), problem=Problem("q"), outcome=outcome, steps=[
+    ...         Step(f"s{k}", labels=[StepLabel(v)], scores={"prm": p}) for k, (v, p) in enumerate(rows)])
+    >>> r = collapse_probe([tr(0, "correct", [(1, 0.9), (-1, 0.8)]),
+    ...                     tr(1, "incorrect", [(1, 0.9), (-1, 0.2)])], min_steps=1)
+    >>> r.right_answer.auroc, r.wrong_answer.auroc, r.gap, r.failed
+    (1.0, 1.0, 0.0, False)
+    """
+    right: list[list[tuple[float, bool]]] = []
+    wrong: list[list[tuple[float, bool]]] = []
+    mins: list[float] = []
+    outcomes: list[bool] = []
+    for t in traces:
+        ok = is_correct(t)
+        if ok is None:
+            continue
+        (right if ok else wrong).append(_step_pairs(t, key, label_source, neutral))
+        lowest = trace_score(stored_scores(t, key), "min")
+        if lowest is not None:
+            mins.append(lowest)
+            outcomes.append(ok)
+    r, w = _group(right, threshold), _group(wrong, threshold)
+    gap = w.auroc - r.auroc if w.auroc is not None and r.auroc is not None else None
+    step_auroc = _auroc_of([p for rows in (right, wrong) for row in rows for p in row])
+    rule = (f"fails when the step AUROC of right-answer traces is below {chance} while that of "
+            f"wrong-answer traces is at least {min_gap} higher (invalid steps caught only when the "
+            "answer is wrong too)")
+    short = [name for name, g in (("right-answer", r), ("wrong-answer", w))
+             if g.invalid_steps < min_steps or g.valid_steps < min_steps or g.auroc is None]
+    if short:
+        failed = False
+        criterion = (f"not enough data: {' and '.join(short)} traces have fewer than {min_steps} invalid "
+                     f"or valid labelled, scored steps; " + rule)
+    else:
+        failed = r.auroc is not None and gap is not None and r.auroc < chance and gap >= min_gap - _TOL
+        criterion = rule + f"; right {_fmt(r.auroc)}, wrong {_fmt(w.auroc)}"
+    return CollapseResult(r, w, gap, auroc(mins, outcomes) if mins else None, step_auroc, failed,
+                          criterion, key=key, threshold=threshold)
+
+
+# -- length bias -----------------------------------------------------------------------------------------
+
+@dataclass
+class LengthBiasResult:
+    """The result of :func:`length_bias_probe`. ``by_length``: ``{"steps", "n", "mean_score"}`` per
+    step count; ``within_outcome``: ``{"correct": {"n", "spearman"}, "incorrect": {...}}``."""
+
+    aggregate: str
+    n: int
+    pearson: float | None
+    spearman: float | None
+    slope: float | None
+    by_length: list[dict[str, Any]]
+    within_outcome: dict[str, dict[str, Any]]
+    failed: bool
+    criterion: str
+    key: str = "prm"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"aggregate": self.aggregate, "n": self.n, "pearson": self.pearson,
+                "spearman": self.spearman, "slope": self.slope,
+                "by_length": [dict(r) for r in self.by_length],
+                "within_outcome": {k: dict(v) for k, v in self.within_outcome.items()},
+                "failed": self.failed, "criterion": self.criterion, "key": self.key}
+
+
+def length_bias_probe(traces: Iterable[Trace], key: str = "prm", *, aggregate: str = "min",
+                      min_n: int = 10, max_abs_spearman: float = 0.3) -> LengthBiasResult:
+    """The trace score (``aggregate`` of the stored step scores under ``key``, or an ORM's trace
+    score) against the number of steps: Pearson's r, Spearman's rho (average ranks for ties), the
+    least-squares slope (score per step), the mean score per step count, and Spearman's rho within
+    right-answer and within wrong-answer traces (:func:`~prmkit.search.is_correct`).
+
+    ``failed``: within either outcome, with at least ``min_n`` (10) traces, ``|rho| >=
+    max_abs_spearman`` (0.3). Within an outcome, because over all traces a good PRM also scores long
+    traces lower: they are more often wrong. Traces without a score are left out.
+
+    >>> from prmkit.trace import Problem
+    >>> ts = [Trace(id=str(n), problem=Problem("q"), steps=[Step("s", scores={"prm": 1 - n / 4})] * n)
+    ...       for n in (1, 2, 3)]
+    >>> r = length_bias_probe(ts)
+    >>> r.spearman, r.slope, r.failed
+    (-1.0, -0.25, False)
+    """
+    agg = get_aggregator(aggregate)
+    rows: list[tuple[int, float, bool | None]] = []
+    for t in traces:
+        score = trace_score(stored_scores(t, key), agg)
+        if score is not None:
+            rows.append((len(t.steps), float(score), is_correct(t)))
+    xs = [float(n) for n, _, _ in rows]
+    ys = [s for _, s, _ in rows]
+    by: dict[int, list[float]] = {}
+    for n, s, _ in rows:
+        by.setdefault(n, []).append(s)
+    by_length = [{"steps": n, "n": len(v), "mean_score": sum(v) / len(v)} for n, v in sorted(by.items())]
+    within: dict[str, dict[str, Any]] = {}
+    for name, want in (("correct", True), ("incorrect", False)):
+        sub = [(float(n), s) for n, s, ok in rows if ok is want]
+        within[name] = {"n": len(sub), "spearman": _spearman([a for a, _ in sub], [b for _, b in sub])}
+    rule = (f"fails when, within right-answer or within wrong-answer traces ({min_n} or more), the "
+            f"Spearman correlation of the '{aggregate}' score with the number of steps is "
+            f"{max_abs_spearman} or more in size")
+    judged = {k: v for k, v in within.items() if v["n"] >= min_n and v["spearman"] is not None}
+    failed = any(abs(v["spearman"]) >= max_abs_spearman - _TOL for v in judged.values())
+    if not judged:
+        criterion = f"not enough data: no outcome group has {min_n} traces with varying length; " + rule
+    else:
+        criterion = rule + "; " + ", ".join(f"{k} {_fmt(v['spearman'])} (n={v['n']})"
+                                            for k, v in judged.items())
+    return LengthBiasResult(aggregate=getattr(agg, "spec", aggregate), n=len(rows),
+                            pearson=_pearson(xs, ys), spearman=_spearman(xs, ys), slope=_slope(xs, ys),
+                            by_length=by_length, within_outcome=within, failed=failed,
+                            criterion=criterion, key=key)
+
+
+# -- domain transfer -------------------------------------------------------------------------------------
+
+@dataclass
+class SourceStats:
+    """Step metrics on one data source: ``traces`` with a labelled, scored step, ``steps`` labelled
+    and scored, step AUROC (valid = positive), F1 of flagging invalid steps (score below the
+    threshold), and first-error accuracy over the traces whose first error is known."""
+
+    traces: int
+    steps: int
+    auroc: float | None
+    f1_error: float | None
+    first_error_acc: float | None
+    first_error_traces: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"traces": self.traces, "steps": self.steps, "auroc": self.auroc,
+                "f1_error": self.f1_error, "first_error_acc": self.first_error_acc,
+                "first_error_traces": self.first_error_traces}
+
+
+@dataclass
+class TransferResult:
+    """The result of :func:`transfer_probe`."""
+
+    sources: dict[str, SourceStats]
+    in_domain: str | None
+    out_of_domain: str | None
+    auroc_drop: float | None
+    failed: bool
+    criterion: str
+    key: str = "prm"
+    threshold: float = 0.5
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sources": {k: v.to_dict() for k, v in self.sources.items()},
+                "in_domain": self.in_domain, "out_of_domain": self.out_of_domain,
+                "auroc_drop": self.auroc_drop, "failed": self.failed, "criterion": self.criterion,
+                "key": self.key, "threshold": self.threshold}
+
+
+def _source_stats(traces: Sequence[Trace], key: str, label_source: str | None, threshold: float,
+                  neutral: str) -> SourceStats:
+    rows = [_step_pairs(t, key, label_source, neutral) for t in traces]
+    pairs = [p for r in rows for p in r]
+    tp = sum(1 for s, v in pairs if not v and s < threshold)
+    fp = sum(1 for s, v in pairs if v and s < threshold)
+    fn = sum(1 for s, v in pairs if not v and s >= threshold)
+    hits = judged = 0
+    for t in traces:
+        target = t.first_error(label_source)
+        scores = [s.scores.get(key) for s in t.steps]
+        if target is None or all(v is None for v in scores):
+            continue
+        judged += 1
+        hits += first_error_index(scores, threshold) == target
+    return SourceStats(traces=sum(1 for r in rows if r), steps=len(pairs), auroc=_auroc_of(pairs),
+                       f1_error=2 * tp / (2 * tp + fp + fn) if tp + fp + fn else None,
+                       first_error_acc=hits / judged if judged else None, first_error_traces=judged)
+
+
+def transfer_probe(scorer: StepScorer | None, sources: Mapping[str, Sequence[Trace]], in_domain: str, *,
+                   key: str = "prm", label_source: str | None = None, threshold: float = 0.5,
+                   neutral: str = "positive", max_drop: float = 0.1, min_auroc: float = 0.55
+                   ) -> TransferResult:
+    """Step metrics per data source (``sources``: name -> labelled traces) and the AUROC lost away
+    from ``in_domain``, the source the PRM was trained on.
+
+    With a ``scorer``, every source is scored first and the scores stored on its traces
+    (:func:`~prmkit.scoring.score_traces` under ``key``, which changes the given traces); with None,
+    the stored scores are used. ``auroc_drop``: in-domain AUROC minus out-of-domain AUROC, for the
+    other source with the largest drop (``out_of_domain`` names it).
+
+    ``failed``: the drop is ``max_drop`` (0.1) or more, or an out-of-domain AUROC is below
+    ``min_auroc`` (0.55, near chance).
+
+    >>> from prmkit.trace import Problem, StepLabel
+    >>> def tr(rows):
+    ...     return Trace(id="t", problem=Problem("q"), steps=[
+    ...         Step("s", labels=[StepLabel(v)], scores={"prm": p}) for v, p in rows])
+    >>> r = transfer_probe(None, {"a": [tr([(1, 0.9), (-1, 0.1)])], "b": [tr([(1, 0.4), (-1, 0.6)])]}, "a")
+    >>> r.out_of_domain, r.auroc_drop, r.failed
+    ('b', 1.0, True)
+    """
+    if in_domain not in sources:
+        raise PrmkitError(f"in_domain {in_domain!r} is not one of the sources: "
+                          f"{', '.join(sources) or 'none'}")
+    if scorer is not None:
+        for traces in sources.values():
+            score_traces(scorer, traces, key)
+    stats = {name: _source_stats(traces, key, label_source, threshold, neutral)
+             for name, traces in sources.items()}
+    home = stats[in_domain].auroc
+    out_names = [n for n in stats if n != in_domain]
+    # The largest drop is the lowest out-of-domain AUROC; naming it works even when the in-domain
+    # AUROC is undefined.
+    defined = {n: a for n in out_names if (a := stats[n].auroc) is not None}
+    out_of_domain = min(defined, key=defined.__getitem__) if defined else None
+    drop = home - defined[out_of_domain] if out_of_domain is not None and home is not None else None
+    low = [n for n, a in defined.items() if a < min_auroc]
+    rule = (f"fails when the step AUROC away from '{in_domain}' is {max_drop} or more below the "
+            f"in-domain AUROC, or below {min_auroc}")
+    failed = bool(low) or (drop is not None and drop >= max_drop - _TOL)
+    if out_of_domain is None:
+        criterion = "not enough data: no other source has a defined step AUROC; " + rule
+    elif home is None and not low:
+        criterion = f"not enough data: the in-domain AUROC is undefined; {rule}"
+    else:
+        criterion = rule + f"; in-domain {_fmt(home)}, {out_of_domain} {_fmt(stats[out_of_domain].auroc)}"
+    return TransferResult(stats, in_domain, out_of_domain, drop, failed, criterion, key=key,
+                          threshold=threshold)
+
+
+# -- all together ----------------------------------------------------------------------------------------
+
+def _not_run_transfer(reason: str) -> dict[str, Any]:
+    return {"sources": {}, "in_domain": None, "out_of_domain": None, "auroc_drop": None,
+            "failed": False, "criterion": f"not run: {reason}"}
+
+
+def run_probes(scorer: StepScorer, traces: Sequence[Trace], *, key: str | None = None,
+               score: bool = True, label_source: str | None = None, threshold: float = 0.5,
+               aggregates: Sequence[str] = ("min", "last", "mean"),
+               perturbations: Sequence[str] | None = None, length_aggregate: str = "min",
+               transfer_sources: Mapping[str, Sequence[Trace]] | None = None,
+               in_domain: str | None = None, seed: int = 0, batch_size: int = 32) -> dict[str, Any]:
+    """The evaluation report's ``"probes"`` section: ``{"collapse", "gaming", "length_bias",
+    "transfer"}``, each a probe's ``to_dict()``.
+
+    ``traces`` are labelled traces; with ``score`` (default) they are scored by ``scorer`` first and
+    the scores stored under ``key`` (default: the scorer's kind), else their stored scores are used.
+    The gaming probe always scores with ``scorer``. ``transfer_sources`` (name -> labelled traces,
+    ``in_domain`` among them) are scored likewise; without them ``transfer`` says it was not run.
+    """
+    key = key or scorer.kind
+    if score:
+        score_traces(scorer, traces, key)
+    out: dict[str, Any] = {
+        "collapse": collapse_probe(traces, key, label_source=label_source, threshold=threshold).to_dict(),
+        "gaming": gaming_probe(scorer, traces, aggregates=aggregates, perturbations=perturbations,
+                               seed=seed, batch_size=batch_size).to_dict(),
+        "length_bias": length_bias_probe(traces, key, aggregate=length_aggregate).to_dict(),
+    }
+    if transfer_sources:
+        if in_domain is None:
+            raise PrmkitError("transfer_sources given without in_domain (the source the PRM was trained on)")
+        if score:
+            for traces_of in transfer_sources.values():
+                if traces_of is not traces:  # already scored above
+                    score_traces(scorer, traces_of, key)
+        out["transfer"] = transfer_probe(None, transfer_sources, in_domain, key=key,
+                                         label_source=label_source, threshold=threshold).to_dict()
+    else:
+        out["transfer"] = _not_run_transfer("no second data source given")
+    return out

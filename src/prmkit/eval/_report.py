@@ -1,0 +1,802 @@
+"""The evaluation report: one results dict rendered as JSON, Markdown (with PNG figures) and HTML.
+
+The results dict has one key per section (the shapes of the evaluation contract): ``summary``,
+``card``, ``bon``, ``step_metrics``, ``probes``, ``processbench``, ``prmbench``, ``labels``,
+``meta``. :func:`write_report` writes
+
+- ``report.json``: every number, as given (sorted keys, indented);
+- ``report.md`` with its figures in ``figures/`` (linked relatively);
+- ``report.html``: one self-contained file (inline CSS, figures as ``data:`` URIs), to mail or archive.
+
+Sections come in a fixed order: the summary verdict first, then the process-supervision card (always
+shown: a card that is absent reads as every field missing), best-of-N, step metrics, probes,
+ProcessBench, PRMBench, labels, any section prmkit does not know (rendered generically, never
+dropped), and the run's meta last. An absent section is left out.
+
+Numbers read the same everywhere: accuracies and fractions as percentages with one decimal
+(``62.5%``), AUROC / F1 / PRMScore / ECE / correlations with three decimals, differences between
+accuracies in percentage points, and ``—`` for a number that could not be computed.
+
+>>> md = render_markdown({"bon": {"ns": [1], "problems": 8, "methods": {"prm": {"selector": "bon",
+...     "acc": [0.625], "lo": [0.5], "hi": [0.75]}}}})
+>>> "62.5% [50.0%, 75.0%]" in md, "**missing**" in md
+(True, True)
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from prmkit.errors import FormatError, MissingDependencyError, PrmkitError
+
+__all__ = [
+    "SECTION_ORDER", "write_report", "render_markdown", "render_html", "render_figures",
+    "load_results",
+]
+
+#: Known sections in the order the report shows them (unknown ones go before ``meta``).
+SECTION_ORDER: tuple[str, ...] = ("summary", "card", "bon", "step_metrics", "probes", "processbench",
+                                  "prmbench", "labels", "meta")
+
+_DEFAULT_TITLE = "prmkit evaluation report"
+_DASH = "—"
+_NONE_NOTE = "— marks a number that could not be computed"
+
+# -- number formatting ---------------------------------------------------------------------------------
+
+
+def _is_num(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _bad(x: Any) -> bool:
+    return not _is_num(x) or (isinstance(x, float) and not math.isfinite(x))
+
+
+def _pct(x: Any) -> str:
+    """A fraction as a percentage: 0.625 -> ``62.5%``."""
+    return _DASH if _bad(x) else f"{100 * x:.1f}%"
+
+
+def _f3(x: Any) -> str:
+    """AUROC, F1, PRMScore, ECE, correlations: three decimals."""
+    return _DASH if _bad(x) else f"{x:.3f}"
+
+
+def _pp(x: Any) -> str:
+    """A difference of accuracies in percentage points, signed."""
+    return _DASH if _bad(x) else f"{100 * x:+.1f} pp"
+
+
+def _int(x: Any) -> str:
+    if _bad(x):
+        return _DASH
+    return str(int(x)) if float(x).is_integer() else f"{x:.3f}"
+
+
+def _ci(acc: Any, lo: Any, hi: Any) -> str:
+    """``62.5% [50.0%, 75.0%]`` (the interval left out when it is unknown)."""
+    if _bad(lo) or _bad(hi):
+        return _pct(acc)
+    return f"{_pct(acc)} [{_pct(lo)}, {_pct(hi)}]"
+
+
+_FRACTION_WORDS = ("acc", "accuracy", "frac", "rate", "agreement", "pass")
+
+
+def _auto(key: Any, x: Any) -> str:
+    """A value of unknown meaning: fractions (by their key: ``*_acc``, ``frac_*``, ``*_rate``,
+    ``agreement``, ``pass@k``) as percentages, other floats with three decimals (one above 100)."""
+    if x is None:
+        return _DASH
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, int):
+        return str(x)
+    if isinstance(x, float):
+        if not math.isfinite(x):
+            return _DASH
+        words = str(key).lower().replace("@", "_").replace("-", "_").split("_")
+        if 0 <= x <= 1 and any(w in _FRACTION_WORDS for w in words):
+            return _pct(x)
+        return f"{x:.1f}" if abs(x) >= 100 else f"{x:.3f}"
+    if isinstance(x, (list, tuple)):
+        if all(not isinstance(v, (dict, list, tuple)) for v in x):
+            return ", ".join(_auto(key, v) for v in x) or _DASH
+        return json.dumps(x, sort_keys=True, default=str)
+    if isinstance(x, Mapping):
+        return json.dumps(x, sort_keys=True, default=str)
+    return str(x)
+
+
+# -- a tiny document model, rendered to Markdown and HTML --------------------------------------------
+# Inline text is a str (plain), ("b", s) bold, ("fail", s) bold in red (HTML), ("code", s) code,
+# ("em", s) emphasis, or a list of them.
+
+Inline = Any
+
+
+class _Doc:
+    def __init__(self) -> None:
+        self.blocks: list[tuple[Any, ...]] = []
+
+    def heading(self, level: int, text: Inline, anchor: str | None = None) -> None:
+        self.blocks.append(("h", min(level, 6), text, anchor))
+
+    def para(self, *parts: Inline, cls: str | None = None) -> None:
+        self.blocks.append(("p", list(parts), cls))
+
+    def table(self, headers: Sequence[Inline], rows: Sequence[Sequence[Inline]]) -> None:
+        if rows:
+            self.blocks.append(("table", list(headers), [list(r) for r in rows]))
+
+    def figure(self, name: str, caption: str) -> None:
+        self.blocks.append(("figure", name, caption))
+
+    def bullets(self, items: Sequence[Inline]) -> None:
+        if items:
+            self.blocks.append(("ul", list(items)))
+
+    def code(self, text: str) -> None:
+        self.blocks.append(("code", text))
+
+
+def _md_escape(s: str, cell: bool = False) -> str:
+    s = str(s).replace("\\", "\\\\").replace("*", "\\*").replace("`", "\\`").replace("<", "&lt;")
+    if cell:
+        s = s.replace("|", "\\|").replace("\n", " ")
+    return s
+
+
+def _md_inline(x: Inline, cell: bool = False) -> str:
+    if isinstance(x, list):
+        return "".join(_md_inline(p, cell) for p in x)
+    if isinstance(x, tuple):
+        kind, s = x
+        if kind == "code":
+            s = str(s).replace("\n", " ") if cell else str(s)
+            fence = "``" if "`" in s else "`"
+            return f"{fence}{s}{fence}"
+        inner = _md_escape(s, cell)
+        return f"**{inner}**" if kind in ("b", "fail") else f"*{inner}*"
+    return _md_escape(x, cell)
+
+
+def _html_inline(x: Inline) -> str:
+    if isinstance(x, list):
+        return "".join(_html_inline(p) for p in x)
+    if isinstance(x, tuple):
+        kind, s = x
+        if kind == "fail":
+            return f'<strong class="fail">{html.escape(str(s))}</strong>'
+        tag = {"b": "strong", "code": "code", "em": "em"}[kind]
+        return f"<{tag}>{html.escape(str(s))}</{tag}>"
+    return html.escape(str(x))
+
+
+def _to_markdown(doc: _Doc, figure_paths: Mapping[str, str | os.PathLike]) -> str:
+    out: list[str] = []
+    for block in doc.blocks:
+        kind = block[0]
+        if kind == "h":
+            out.append("#" * block[1] + " " + _md_inline(block[2]))
+        elif kind == "p":
+            text = _md_inline(block[1])
+            out.append("> " + text if block[2] == "verdict" else text)
+        elif kind == "table":
+            headers, rows = block[1], block[2]
+            lines = ["| " + " | ".join(_md_inline(h, True) for h in headers) + " |",
+                     "|" + "|".join(" --- " for _ in headers) + "|"]
+            lines += ["| " + " | ".join(_md_inline(c, True) for c in r) + " |" for r in rows]
+            out.append("\n".join(lines))
+        elif kind == "figure":
+            path = figure_paths.get(block[1])
+            if path is not None:
+                out.append(f"![{_md_escape(block[2])}]({Path(path).as_posix()})")
+        elif kind == "ul":
+            out.append("\n".join("- " + _md_inline(i) for i in block[1]))
+        elif kind == "code":
+            fence = "````" if "```" in block[1] else "```"
+            out.append(f"{fence}\n{block[1]}\n{fence}")
+    return "\n\n".join(out) + "\n"
+
+
+_CSS = """
+body{font-family:-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;max-width:1100px;margin:2em auto;
+padding:0 1em;color:#1b1b1b;line-height:1.45}
+h1{border-bottom:2px solid #333;padding-bottom:.2em}h2{border-bottom:1px solid #ccc;margin-top:1.8em}
+table{border-collapse:collapse;margin:.6em 0 1em;font-size:.92em}
+th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left;vertical-align:top}
+th{background:#f2f2f2}tr:nth-child(even) td{background:#fafafa}
+td{font-variant-numeric:tabular-nums}
+.verdict{font-size:1.15em;background:#fff8e1;border-left:6px solid #e0a000;padding:.8em 1em;margin:1em 0}
+.note{color:#555;font-size:.9em}.fail{color:#b00020}
+figure{margin:1em 0}figure img{max-width:100%;height:auto;border:1px solid #eee}
+figcaption{color:#555;font-size:.9em}
+code,pre{background:#f4f4f4;border-radius:3px}pre{padding:.6em;overflow-x:auto}
+""".strip()
+
+
+def _to_html(doc: _Doc, figures: Mapping[str, bytes], title: str) -> str:
+    out: list[str] = []
+    for block in doc.blocks:
+        kind = block[0]
+        if kind == "h":
+            anchor = f' id="{html.escape(block[3])}"' if block[3] else ""
+            out.append(f"<h{block[1]}{anchor}>{_html_inline(block[2])}</h{block[1]}>")
+        elif kind == "p":
+            cls = f' class="{block[2]}"' if block[2] else ""
+            tag = "div" if block[2] == "verdict" else "p"
+            out.append(f"<{tag}{cls}>{_html_inline(block[1])}</{tag}>")
+        elif kind == "table":
+            head = "".join(f"<th>{_html_inline(h)}</th>" for h in block[1])
+            body = "".join("<tr>" + "".join(f"<td>{_html_inline(c)}</td>" for c in r) + "</tr>"
+                           for r in block[2])
+            out.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+        elif kind == "figure":
+            png = figures.get(block[1])
+            if png is not None:
+                data = base64.b64encode(png).decode("ascii")
+                cap = html.escape(block[2])
+                out.append(f'<figure><img alt="{cap}" src="data:image/png;base64,{data}">'
+                           f"<figcaption>{cap}</figcaption></figure>")
+        elif kind == "ul":
+            out.append("<ul>" + "".join(f"<li>{_html_inline(i)}</li>" for i in block[1]) + "</ul>")
+        elif kind == "code":
+            out.append(f"<pre><code>{html.escape(block[1])}</code></pre>")
+    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            f"<title>{html.escape(title)}</title>\n<style>\n{_CSS}\n</style>\n</head>\n<body>\n"
+            + "\n".join(out) + "\n</body>\n</html>\n")
+
+
+# -- generic rendering (unknown sections and leftover keys) -------------------------------------------
+
+def _is_table_list(x: Any) -> bool:
+    return isinstance(x, list) and bool(x) and all(isinstance(v, Mapping) for v in x)
+
+
+def _generic(doc: _Doc, value: Any, level: int, name: str = "") -> None:
+    """Nested dicts as key/value tables (one heading per nested dict), lists of dicts as tables."""
+    if isinstance(value, Mapping):
+        if level > 6:
+            doc.code(json.dumps(value, indent=2, sort_keys=True, default=str))
+            return
+        flat = [(k, v) for k, v in value.items()
+                if not isinstance(v, Mapping) and not _is_table_list(v)]
+        doc.table(["Key", "Value"], [[str(k), _auto(k, v)] for k, v in flat])
+        if not value:
+            doc.para(("em", "(empty)"))
+        for k, v in value.items():
+            if isinstance(v, Mapping) or _is_table_list(v):
+                doc.heading(level, str(k))
+                _generic(doc, v, level + 1, str(k))
+    elif _is_table_list(value):
+        cols: list[str] = []
+        for row in value:
+            cols += [str(c) for c in row if str(c) not in cols]
+        doc.table(cols, [[_auto(c, row.get(c)) for c in cols] for row in value])
+    else:
+        doc.para(_auto(name, value))
+
+
+def _leftover(doc: _Doc, d: Mapping[str, Any], handled: Iterable[str], level: int) -> None:
+    """Keys of a known section that the renderer did not show: shown generically, never dropped."""
+    rest = {k: v for k, v in d.items() if k not in set(handled)}
+    if rest:
+        doc.heading(level, "Other fields")
+        _generic(doc, rest, level + 1)
+
+
+# -- sections --------------------------------------------------------------------------------------------
+
+def _summary(doc: _Doc, s: Any, figs: set[str]) -> None:
+    if not isinstance(s, Mapping):
+        doc.para(("b", "Verdict."), " " + str(s), cls="verdict")
+        return
+    verdict = s.get("verdict")
+    if verdict:
+        doc.para(("b", "Verdict."), " " + str(verdict), cls="verdict")
+    else:
+        doc.para(("em", "The results carry no verdict."), cls="note")
+    headline = s.get("headline")
+    if isinstance(headline, Mapping) and headline:
+        doc.table(["Headline", "Value"], [[str(k), _auto(k, v)] for k, v in headline.items()
+                                          if not isinstance(v, Mapping)])
+        for k, v in headline.items():
+            if isinstance(v, Mapping):
+                doc.heading(3, str(k))
+                _generic(doc, v, 4)
+    _leftover(doc, s, ("verdict", "headline"), 3)
+
+
+def _card(doc: _Doc, c: Any, figs: set[str]) -> None:
+    from prmkit.eval._card import Card, card_from_provenance
+
+    if not c:
+        doc.para(("em", "These results carry no card, so every field is missing: build one with"), " ",
+                 ("code", "prmkit.eval.card_from_provenance(traces, model_dirs, results)"), ".",
+                 cls="note")
+    card = Card.from_dict(c) if isinstance(c, Mapping) else card_from_provenance()
+    rows = []
+    for title, value, source in card.rows():
+        shown = [("b", "missing"), " — nothing in the provenance says"] if value is None else value
+        rows.append([title, shown, source or _DASH])
+    doc.table(["Field", "Value", "Source"], rows)
+    if isinstance(c, Mapping):
+        _leftover(doc, c, ("fields",), 3)
+    elif c:
+        _generic(doc, c, 3, "card")
+
+
+def _bon(doc: _Doc, b: Mapping[str, Any], figs: set[str]) -> None:
+    ns = list(b.get("ns") or [])
+    bits = []
+    if b.get("problems") is not None:
+        bits.append(f"{_int(b['problems'])} problems")
+    if b.get("candidates") is not None:
+        bits.append(f"at least {_int(b['candidates'])} candidates per problem")
+    if b.get("bootstrap") is not None:
+        seed = f", seed {b['seed']}" if b.get("seed") is not None else ""
+        bits.append(f"intervals: 95% bootstrap over problems, {_int(b['bootstrap'])} resamples{seed}")
+    if bits:
+        doc.para("; ".join(bits) + ".")
+    methods = b.get("methods") or {}
+    rows = []
+    for name, m in methods.items():
+        acc, lo, hi = (list(m.get(k) or []) for k in ("acc", "lo", "hi"))
+        score = m.get("key") or _DASH
+        if m.get("aggregate"):
+            score = f"{score} ({m['aggregate']})"
+        cells = [_ci(acc[i] if i < len(acc) else None, lo[i] if i < len(lo) else None,
+                     hi[i] if i < len(hi) else None) for i in range(len(ns))]
+        rows.append([("b", str(name)), str(m.get("selector") or _DASH), score, *cells])
+    doc.table(["Method", "Selector", "Score (aggregate)", *[f"N={n}" for n in ns]], rows)
+    if "bon" in figs:
+        doc.figure("bon", "Best-of-N accuracy against N (log2 axis), 95% bootstrap bands; oracle dashed")
+    comps = b.get("comparisons") or []
+    if comps:
+        doc.heading(3, "Paired comparisons")
+        items = []
+        for c in comps:
+            lo, hi = c.get("lo"), c.get("hi")
+            sig = ""
+            if not _bad(lo) and not _bad(hi):
+                sig = " — interval excludes 0" if lo > 0 or hi < 0 else " — interval includes 0"
+            interval = f" [{_pp(lo)}, {_pp(hi)}]" if not (_bad(lo) or _bad(hi)) else ""
+            items.append([("b", f"{c.get('a')} − {c.get('b')}"), f" at N={c.get('n')}: "
+                          f"{_pp(c.get('diff'))}{interval}{sig}"])
+        doc.bullets(items)
+    _leftover(doc, b, ("ns", "problems", "candidates", "bootstrap", "seed", "methods", "comparisons"), 3)
+
+
+_STEP_COLS = (("n", "Steps", _int), ("positives", "Positives", _int), ("negatives", "Negatives", _int),
+              ("auroc", "AUROC", _f3), ("threshold", "Threshold", _f3), ("f1_error", "F1 (error)", _f3),
+              ("f1_correct", "F1 (correct)", _f3), ("accuracy", "Accuracy", _pct), ("ece", "ECE", _f3),
+              ("brier", "Brier", _f3))
+
+
+def _step_metrics(doc: _Doc, sm: Mapping[str, Any], figs: set[str]) -> None:
+    per = {k: v for k, v in sm.items() if isinstance(v, Mapping)}
+    rows = [[("b", k), *[fmt(m.get(key)) for key, _, fmt in _STEP_COLS]] for k, m in per.items()]
+    doc.table(["Scorer", *[t for _, t, _ in _STEP_COLS]], rows)
+    if any(m.get("auroc") is None for m in per.values()):
+        doc.para(("em", "An AUROC of — : the scorer's steps held only one class (all correct or all "
+                        "wrong), so there is nothing to rank."), cls="note")
+    if "reliability" in figs:
+        doc.figure("reliability", "Reliability diagram: fraction of steps correct per score bin, "
+                   "step counts below")
+    for k, m in per.items():
+        bins = m.get("bins") or []
+        if bins:
+            doc.heading(3, f"Score bins: {k}")
+            doc.table(["Scores", "Steps", "Mean score", "Correct"],
+                      [[f"{_f3(b.get('lo'))}–{_f3(b.get('hi'))}", _int(b.get("count")),
+                        _f3(b.get("mean_score")), _pct(b.get("frac_correct"))] for b in bins])
+        _leftover(doc, m, [c for c, _, _ in _STEP_COLS] + ["bins"], 4)
+    scalars = {k: v for k, v in sm.items() if not isinstance(v, Mapping)}
+    if scalars:
+        doc.heading(3, "Other fields")
+        _generic(doc, scalars, 4)
+
+
+def _verdict_cell(p: Mapping[str, Any]) -> Inline:
+    failed = p.get("failed")
+    if failed is True:
+        return ("fail", "FAILED")
+    return "passed" if failed is False else "no verdict"
+
+
+def _probe_number(name: str, p: Mapping[str, Any]) -> str:
+    if name == "collapse":
+        return f"gap {_f3(p.get('gap'))}"
+    if name == "gaming":
+        aggs = p.get("aggregates") or []
+        main = aggs[0] if aggs else None
+        rose = [(v.get(main) or {}).get("frac_rose") for v in (p.get("perturbations") or {}).values()
+                if isinstance(v, Mapping)]
+        rose = [r for r in rose if not _bad(r)]
+        return f"max {_pct(max(rose))} of traces rose under {main}" if rose else _DASH
+    if name == "length_bias":
+        return f"Spearman {_f3(p.get('spearman'))}"
+    if name == "transfer":
+        return f"AUROC drop {_f3(p.get('auroc_drop'))}"
+    return _DASH
+
+
+def _probes(doc: _Doc, probes: Mapping[str, Any], figs: set[str]) -> None:
+    per = {k: v for k, v in probes.items() if isinstance(v, Mapping)}
+    doc.table(["Probe", "Result", "Key number", "Criterion"],
+              [[("b", k), _verdict_cell(p), _probe_number(k, p), str(p.get("criterion") or _DASH)]
+               for k, p in per.items()])
+    for name, p in per.items():
+        doc.heading(3, [f"{name}: ", _verdict_cell(p)])
+        if p.get("criterion"):
+            doc.para(("em", "Criterion:"), " " + str(p["criterion"]))
+        handled = ["failed", "criterion"]
+        if name == "collapse":
+            doc.table(["Answer", "Traces", "Invalid steps", "Valid steps", "AUROC", "Flag rate"],
+                      [[sub, _int(s.get("traces")), _int(s.get("invalid_steps")),
+                        _int(s.get("valid_steps")), _f3(s.get("auroc")), _pct(s.get("flag_rate"))]
+                       for sub in ("right_answer", "wrong_answer")
+                       if isinstance(s := p.get(sub), Mapping)])
+            doc.para(f"Gap {_f3(p.get('gap'))}; outcome AUROC {_f3(p.get('outcome_auroc'))}; "
+                     f"step AUROC {_f3(p.get('step_auroc'))}.")
+            handled += ["right_answer", "wrong_answer", "gap", "outcome_auroc", "step_auroc"]
+        elif name == "gaming":
+            perts = {k: v for k, v in (p.get("perturbations") or {}).items() if isinstance(v, Mapping)}
+            aggs = list(p.get("aggregates") or [])
+            for v in perts.values():
+                aggs += [a for a in v if a not in aggs]
+            rows = []
+            for pert, v in perts.items():
+                cells = []
+                for a in aggs:
+                    c = v.get(a) or {}
+                    cells.append(f"{_pct(c.get('frac_rose'))} ({_int(c.get('rose'))}/{_int(c.get('n'))}),"
+                                 f" mean Δ {_f3(c.get('mean_delta'))}" if c else _DASH)
+                rows.append([pert, *cells])
+            doc.table(["Perturbation", *[f"rose under {a}" for a in aggs]], rows)
+            if "gaming" in figs:
+                doc.figure("gaming", "Traces whose score rose under each perturbation, per aggregate")
+            handled += ["aggregates", "perturbations"]
+        elif name == "length_bias":
+            doc.para(f"Aggregate {p.get('aggregate') or _DASH} over {_int(p.get('n'))} traces: "
+                     f"Pearson {_f3(p.get('pearson'))}, Spearman {_f3(p.get('spearman'))}, "
+                     f"slope {_f3(p.get('slope'))} per step.")
+            within = {k: v for k, v in (p.get("within_outcome") or {}).items() if isinstance(v, Mapping)}
+            doc.table(["Within outcome", "Traces", "Spearman"],
+                      [[k, _int(v.get("n")), _f3(v.get("spearman"))] for k, v in within.items()])
+            doc.table(["Steps", "Traces", "Mean score"],
+                      [[_int(r.get("steps")), _int(r.get("n")), _f3(r.get("mean_score"))]
+                       for r in p.get("by_length") or [] if isinstance(r, Mapping)])
+            if "length_bias" in figs:
+                doc.figure("length_bias", "Mean trace score per number of steps")
+            handled += ["aggregate", "n", "pearson", "spearman", "slope", "by_length", "within_outcome"]
+        elif name == "transfer":
+            srcs = {k: v for k, v in (p.get("sources") or {}).items() if isinstance(v, Mapping)}
+            doc.table(["Source", "Traces", "Steps", "AUROC", "F1 (error)", "First-error accuracy"],
+                      [[k, _int(v.get("traces")), _int(v.get("steps")), _f3(v.get("auroc")),
+                        _f3(v.get("f1_error")), _pct(v.get("first_error_acc"))] for k, v in srcs.items()])
+            doc.para(f"In domain: {p.get('in_domain') or _DASH}; out of domain: "
+                     f"{p.get('out_of_domain') or _DASH}; AUROC drop {_f3(p.get('auroc_drop'))}.")
+            handled += ["sources", "in_domain", "out_of_domain", "auroc_drop"]
+        _leftover(doc, p, handled, 4)
+    scalars = {k: v for k, v in probes.items() if not isinstance(v, Mapping)}
+    if scalars:
+        doc.heading(3, "Other fields")
+        _generic(doc, scalars, 4)
+
+
+_PB_COLS = (("error_acc", "Error acc.", _pct), ("correct_acc", "Correct acc.", _pct), ("f1", "F1", _f3),
+            ("n_error", "Erroneous", _int), ("n_correct", "Correct", _int))
+
+
+def _processbench(doc: _Doc, pb: Mapping[str, Any], figs: set[str]) -> None:
+    thr = pb.get("threshold")
+    thr_text = (f"threshold {_f3(thr)}" if thr is not None
+                else "threshold per split (see the table; the splits' thresholds differ)")
+    doc.para(f"Step scores {pb.get('key') or _DASH}; {thr_text}; threshold source: "
+             f"{pb.get('threshold_source') or _DASH}. A trace counts as right when the first step scored "
+             "below the threshold is its labelled first error (or, for a correct trace, when no step is).")
+    splits = {k: v for k, v in (pb.get("splits") or {}).items() if isinstance(v, Mapping)}
+    doc.table(["Split", *[t for _, t, _ in _PB_COLS], "Threshold", "Threshold source", "Unscored steps"],
+              [[("b", k), *[f(v.get(c)) for c, _, f in _PB_COLS], _f3(v.get("threshold")),
+                str(v.get("threshold_source") or _DASH), _int(v.get("unscored_steps"))]
+               for k, v in splits.items()])
+    if "average_f1" in pb:
+        doc.para(("b", "Average F1 over splits:"), " " + _f3(pb.get("average_f1")))
+    by_gen = pb.get("by_generator") or {}
+    rows = [[split, gen, *[f(v.get(c)) for c, _, f in _PB_COLS]]
+            for split, gens in by_gen.items() if isinstance(gens, Mapping)
+            for gen, v in gens.items() if isinstance(v, Mapping)]
+    if rows:
+        doc.heading(3, "By generator")
+        doc.table(["Split", "Generator", *[t for _, t, _ in _PB_COLS]], rows)
+    sweeps = [s for s in pb.get("sweep") or [] if isinstance(s, Mapping)]
+    if sweeps:
+        doc.heading(3, "Threshold sweep")
+        doc.bullets([f"tuned on {s.get('tuned_on')}: best threshold {_f3(s.get('best'))}" for s in sweeps])
+        if "processbench_sweep" in figs:
+            doc.figure("processbench_sweep", "ProcessBench F1 against the threshold (dashed: best)")
+    _leftover(doc, pb, ("key", "threshold", "threshold_source", "splits", "average_f1", "by_generator",
+                        "sweep"), 3)
+
+
+_PRMB_COLS = (("prmscore", "PRMScore", _f3), ("f1_positive", "F1 (positive)", _f3),
+              ("f1_negative", "F1 (negative)", _f3), ("n_traces", "Traces", _int),
+              ("n_steps", "Steps", _int), ("n_error_steps", "Error steps", _int))
+
+
+def _prmbench(doc: _Doc, pr: Mapping[str, Any], figs: set[str]) -> None:
+    doc.para(f"Step scores {pr.get('key') or _DASH}; threshold {_f3(pr.get('threshold'))}. "
+             "PRMScore is the mean of the F1 on correct and on erroneous steps.")
+    classes = {k: v for k, v in (pr.get("classes") or {}).items() if isinstance(v, Mapping)}
+    rows = [[k, *[f(v.get(c)) for c, _, f in _PRMB_COLS]] for k, v in classes.items()]
+    overall = pr.get("overall")
+    if isinstance(overall, Mapping):
+        rows.append([("b", "overall"), *[("b", f(overall.get(c))) for c, _, f in _PRMB_COLS]])
+    doc.table(["Class", *[t for _, t, _ in _PRMB_COLS]], rows)
+    if "prmbench" in figs:
+        doc.figure("prmbench", "PRMScore per PRMBench class (dashed: overall)")
+    oor = pr.get("out_of_range")
+    if isinstance(oor, Mapping):
+        doc.heading(3, "Out-of-range error indices")
+        policy = oor.get("policy")
+        doc.para(f"Traces naming an error index beyond their last step: {_int(oor.get('traces'))} "
+                 f"({_int(oor.get('indices'))} such indices); policy: {policy or _DASH}"
+                 + (" (those traces left out)" if policy == "exclude" else
+                    " (only the in-range indices used)" if policy == "in_range" else "") + ".")
+        by = oor.get("by_class") or {}
+        doc.table(["Class", "Traces"], [[k, _int(v)] for k, v in by.items()])
+        _leftover(doc, oor, ("policy", "traces", "indices", "by_class"), 4)
+    _leftover(doc, pr, ("key", "threshold", "classes", "overall", "out_of_range"), 3)
+
+
+def _labels(doc: _Doc, lab: Mapping[str, Any], figs: set[str]) -> None:
+    if lab.get("sources"):
+        doc.para("Label sources: " + ", ".join(map(str, lab["sources"])) + ".")
+    doc.table(["Source A", "Source B", "Steps", "Agreement", "Cohen's κ"],
+              [[str(p.get("a")), str(p.get("b")), _int(p.get("steps")), _pct(p.get("agreement")),
+                _f3(p.get("kappa"))] for p in lab.get("pairs") or [] if isinstance(p, Mapping)])
+    if "first_error_agreement" in lab:
+        doc.para(("b", "First-error agreement:"), " " + _pct(lab.get("first_error_agreement")),
+                 " of traces have the same first wrong step under every source.")
+    _leftover(doc, lab, ("sources", "pairs", "first_error_agreement"), 3)
+
+
+def _meta(doc: _Doc, meta: Mapping[str, Any], figs: set[str]) -> None:
+    rows = []
+    for key, title in (("title", "Title"), ("created", "Created"), ("seconds", "Seconds")):
+        if key in meta:
+            rows.append([title, _auto(key, meta[key])])
+    doc.table(["Field", "Value"], rows)
+    if meta.get("command"):
+        doc.para("Command:")
+        doc.code(str(meta["command"]))
+    for key, title in (("data", "Data"), ("models", "Models"), ("seeds", "Seeds")):
+        if key in meta:
+            doc.heading(3, title)
+            _generic(doc, meta[key], 4, key)
+    _leftover(doc, meta, ("title", "created", "seconds", "command", "data", "models", "seeds"), 3)
+
+
+_SECTIONS: dict[str, tuple[str, Callable[[_Doc, Any, set[str]], None]]] = {
+    "summary": ("Summary", _summary),
+    "card": ("Process-supervision card", _card),
+    "bon": ("Best-of-N", _bon),
+    "step_metrics": ("Step metrics", _step_metrics),
+    "probes": ("Probes", _probes),
+    "processbench": ("ProcessBench", _processbench),
+    "prmbench": ("PRMBench", _prmbench),
+    "labels": ("Labels", _labels),
+    "meta": ("How these numbers were produced", _meta),
+}
+
+
+def _title(results: Mapping[str, Any], title: str | None) -> str:
+    meta = results.get("meta")
+    return title or (meta.get("title") if isinstance(meta, Mapping) else None) or _DEFAULT_TITLE
+
+
+def _order(results: Mapping[str, Any]) -> list[str]:
+    known = [k for k in SECTION_ORDER[:-1] if k in results or k == "card"]
+    unknown = [k for k in results if k not in SECTION_ORDER]
+    return known + unknown + (["meta"] if "meta" in results else [])
+
+
+def _document(results: Mapping[str, Any], figs: set[str], title: str | None,
+              notes: Sequence[str] = ()) -> _Doc:
+    if not isinstance(results, Mapping):
+        raise PrmkitError(f"results must be a dict of sections, got {type(results).__name__}")
+    doc = _Doc()
+    doc.heading(1, _title(results, title))
+    if "summary" in results:  # the verdict comes first, right under the title
+        _summary(doc, results["summary"], figs)
+    doc.para(("em", f"Numbers are rounded for reading (report.json holds them all); {_NONE_NOTE}."),
+             cls="note")
+    for n in notes:
+        doc.para(("em", n), cls="note")
+    for key in _order(results):
+        if key == "summary":
+            continue
+        value = results.get(key)
+        name, render = _SECTIONS.get(key, (key, None))
+        doc.heading(2, name, anchor=key)
+        if render is None or (key != "card" and not isinstance(value, Mapping)):
+            _generic(doc, value, 3, key)  # unknown, or malformed: still shown, as it is
+        else:
+            render(doc, value, figs)
+    return doc
+
+
+# -- figures ----------------------------------------------------------------------------------------------
+
+def render_figures(results: Mapping[str, Any]) -> dict[str, bytes]:
+    """PNG bytes of every figure the results can fill, by name (``bon``, ``reliability``, ``gaming``,
+    ``length_bias``, ``processbench_sweep``, ``prmbench``). Needs matplotlib (``prmkit[plot]``)."""
+    from prmkit.eval import _plots
+
+    probes = results.get("probes") if isinstance(results.get("probes"), Mapping) else {}
+    todo = {
+        "bon": (_plots.plot_bon, results.get("bon")),
+        "reliability": (_plots.plot_reliability, results.get("step_metrics")),
+        "gaming": (_plots.plot_gaming, probes.get("gaming")),
+        "length_bias": (_plots.plot_length_bias, probes.get("length_bias")),
+        "processbench_sweep": (_plots.plot_threshold_sweep, results.get("processbench")),
+        "prmbench": (_plots.plot_prmbench, results.get("prmbench")),
+    }
+    out = {}
+    for name, (fn, data) in todo.items():
+        if isinstance(data, Mapping) and data:
+            png = fn(data)
+            if png is not None:
+                out[name] = png
+    return out
+
+
+# -- public renderers ---------------------------------------------------------------------------------------
+
+def render_markdown(results: Mapping[str, Any],
+                    figure_paths: Mapping[str, str | os.PathLike] | None = None, *,
+                    title: str | None = None) -> str:
+    """The report as Markdown; ``figure_paths`` maps a figure name (see :func:`render_figures`) to the
+    path the Markdown links (relative to the Markdown file). Figures not in it are left out."""
+    paths = dict(figure_paths or {})
+    return _to_markdown(_document(results, set(paths), title), paths)
+
+
+def render_html(results: Mapping[str, Any], figures_png_bytes: Mapping[str, bytes] | None = None, *,
+                title: str | None = None) -> str:
+    """The report as one self-contained HTML page: inline CSS, figures embedded as
+    ``data:image/png;base64`` URIs, no scripts and no external resources."""
+    figs = dict(figures_png_bytes or {})
+    return _to_html(_document(results, set(figs), title), figs, _title(results, title))
+
+
+def _jsonable(x: Any) -> Any:
+    """Plain JSON data: tuples become lists, keys strings, NaN / infinity None (not computable),
+    numpy scalars Python numbers, anything else its ``str``."""
+    if isinstance(x, Mapping):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if x is None or isinstance(x, (bool, int, str)):
+        return x
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    item = getattr(x, "item", None)  # numpy scalars
+    if callable(item):
+        try:
+            return _jsonable(item())
+        except (TypeError, ValueError):
+            pass
+    return str(x)
+
+
+def write_report(results: Mapping[str, Any], out_dir: str | os.PathLike, *, title: str | None = None,
+                 figures: bool | None = None) -> dict[str, Path]:
+    """Write ``report.json``, ``report.md`` (+ ``figures/*.png``) and a self-contained ``report.html``
+    into ``out_dir``; returns their paths (keys ``json``, ``markdown``, ``html``, and
+    ``figure:<name>`` per PNG).
+
+    ``figures``: None draws them when matplotlib is installed and otherwise says in the report how to
+    get them; True requires matplotlib (:class:`~prmkit.errors.MissingDependencyError` without it);
+    False draws none.
+    """
+    if not isinstance(results, Mapping):
+        raise PrmkitError(f"results must be a dict of sections, got {type(results).__name__}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    data = _jsonable(results)
+    written: dict[str, Path] = {}
+    pngs: dict[str, bytes] = {}
+    notes: list[str] = []
+    if figures is not False:
+        try:
+            pngs = render_figures(data)
+        except MissingDependencyError as e:
+            if figures:
+                raise
+            notes.append(f"Figures left out: {e}.")
+    fig_paths: dict[str, str] = {}
+    if pngs:
+        (out / "figures").mkdir(exist_ok=True)
+    for name, png in pngs.items():
+        path = out / "figures" / f"{name}.png"
+        path.write_bytes(png)
+        written[f"figure:{name}"] = path
+        fig_paths[name] = f"figures/{name}.png"
+    written["json"] = out / "report.json"
+    written["json"].write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False,
+                                          allow_nan=False) + "\n", encoding="utf-8")
+    written["markdown"] = out / "report.md"
+    written["markdown"].write_text(_to_markdown(_document(data, set(fig_paths), title, notes), fig_paths),
+                                   encoding="utf-8")
+    written["html"] = out / "report.html"
+    written["html"].write_text(_to_html(_document(data, set(pngs), title, notes), pngs,
+                                        _title(data, title)), encoding="utf-8")
+    return written
+
+
+# -- merging results files ---------------------------------------------------------------------------------
+
+def load_results(paths: Iterable[str | os.PathLike], *, warnings: list[str] | None = None
+                 ) -> dict[str, Any]:
+    """One results dict from several JSON files (each written by a ``prmkit eval ...`` command, one
+    key per section). A section in several files is taken from the last one, with a line appended to
+    ``warnings`` (when given) naming both files; ``meta`` is merged key by key (later files win) and
+    ``meta["merged_from"]`` lists every file with its sections and command.
+
+    >>> import json, os, tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> for name, body in (("a.json", {"bon": {"ns": [1]}}), ("b.json", {"bon": {"ns": [2]}})):
+    ...     with open(os.path.join(d, name), "w") as f:
+    ...         json.dump(body, f)
+    >>> w = []
+    >>> load_results([os.path.join(d, "a.json"), os.path.join(d, "b.json")], warnings=w)["bon"]
+    {'ns': [2]}
+    >>> len(w)
+    1
+    """
+    merged: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    meta: dict[str, Any] = {}
+    merged_from: list[dict[str, Any]] = []
+    for p in paths:
+        where = str(p)
+        try:
+            with open(p, encoding="utf-8") as f:
+                data = json.load(f)
+        except json.JSONDecodeError as e:
+            raise FormatError(f"not valid JSON ({e.msg}, column {e.colno})", path=where,
+                              line=e.lineno) from None
+        except OSError as e:
+            raise PrmkitError(f"cannot read results file {where}: {e.strerror or e}") from None
+        if not isinstance(data, dict):
+            raise FormatError(f"a results file holds one JSON object of sections, got "
+                              f"{type(data).__name__}", path=where)
+        file_meta = data.get("meta")
+        if isinstance(file_meta, Mapping):
+            meta.update({k: v for k, v in file_meta.items() if k != "merged_from"})
+        elif file_meta is not None:
+            raise FormatError("meta must be an object", path=where, field="meta")
+        for key, value in data.items():
+            if key == "meta":
+                continue
+            if key in merged and warnings is not None:
+                warnings.append(f"section {key!r}: {where} replaces the one from {origin[key]}")
+            merged[key] = value
+            origin[key] = where
+        merged_from.append({"path": where, "sections": sorted(k for k in data if k != "meta"),
+                            "command": file_meta.get("command") if isinstance(file_meta, Mapping)
+                            else None})
+    if meta or len(merged_from) > 1:
+        merged["meta"] = {**meta, "merged_from": merged_from}
+    return merged
