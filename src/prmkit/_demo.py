@@ -40,19 +40,19 @@ class DemoConfig:
     """Sizes of one demo run (see :data:`DEMO_PRESETS`)."""
 
     train_problems: int = 12
-    heldout_problems: int = 10
+    heldout_problems: int = 16
     n: int = 16                      #: samples per problem (best-of-N goes up to this)
     arith_steps: str = "3"           #: operations per problem, N or MIN-MAX
     env_seed: int = 0
     seed: int = 0
-    max_new_tokens: int = 96
+    max_new_tokens: int = 80
     mc_traces: int = 8               #: traces that also get Monte Carlo labels
     mc_k: int = 4                    #: rollouts per step prefix
     backbone: str = "minilm"         #: PRM / ORM backbone (a prmkit alias, path or hub id)
     max_length: int = 256
     batch_size: int = 16
     lr: float = 1e-4
-    epochs: float = 4.0
+    epochs: float = 3.0
     max_steps: int = -1
     bootstrap: int = 1000
     gaming_traces: int = 48          #: held-out traces the gaming probe perturbs
@@ -66,9 +66,9 @@ class DemoConfig:
 #: ``full`` fits 15 minutes on 2 CPU cores; ``quick`` 3 minutes (CI runs it).
 DEMO_PRESETS: dict[str, DemoConfig] = {
     "full": DemoConfig(),
-    "quick": DemoConfig(train_problems=4, heldout_problems=3, n=4, mc_traces=2, mc_k=2,
-                        max_new_tokens=80, epochs=1.0, max_steps=6, batch_size=8, bootstrap=200,
-                        gaming_traces=12, transfer_traces=16),
+    "quick": DemoConfig(train_problems=6, heldout_problems=6, n=8, mc_traces=4, mc_k=2,
+                        max_new_tokens=80, epochs=1.0, max_steps=8, batch_size=8, bootstrap=200,
+                        gaming_traces=16, transfer_traces=24),
 }
 
 #: The method the verdict is about (chosen before any result is seen: the field's usual PRM reading).
@@ -258,10 +258,13 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
     from prmkit.eval._summary import bon_verdict
 
     results["summary"] = bon_verdict(results["bon"], MAIN, RIVALS)
+    failed = [name for name, p in results["probes"].items() if p.get("failed")]
     results["summary"]["verdict"] += (
         f" PRM and ORM: {cfg.backbone} backbone, trained on {len(train)} traces of "
         f"{cfg.train_problems} problems; evaluated on {len(heldout)} traces of {cfg.heldout_problems} "
-        f"other problems.")
+        f"other problems. Probes failed: {', '.join(failed) if failed else 'none'}"
+        + (" (an encoder backbone reads the whole trace, final answer included, when it scores a "
+           "step — the collapse probe measures what that does)." if cfg.backbone == "minilm" else "."))
     card = card_from_provenance(traces=train + heldout + mc, model_dirs=[out / "prm", out / "orm"],
                                 results=results)
     results["card"] = card.to_dict()

@@ -269,7 +269,8 @@ def report(
     for p in results:
         if not p.exists():
             raise PrmkitError(f"{p}: no such file")
-    merged, warnings = load_results(results)
+    warnings: list[str] = []
+    merged = load_results(results, warnings=warnings)
     for w in warnings:
         console.print(f"[yellow]{w}[/]", highlight=False, soft_wrap=True)
     overrides: dict[str, str] = {}

@@ -34,7 +34,8 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _DPI = 100
 # A fixed, colour-blind-safe cycle (Okabe-Ito): the same method keeps its colour whatever the user's
 # matplotlib style says.
-_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000")
+_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#999999",
+           "#882255", "#44AA99", "#DDCC77")
 
 
 def _figure(width: float = 6.4, height: float = 4.0):
@@ -84,9 +85,16 @@ def plot_bon(bon: Mapping[str, Any] | None) -> bytes | None:
     methods = bon.get("methods") or {}
     if not ns or not methods:
         return None
-    fig = _figure()
+    fig = _figure(8.4, 4.4)
     ax = fig.add_subplot(1, 1, 1)
     drawn = False
+    # Bands only for the reference methods and the first PRM line: twelve overlapping bands hide
+    # everything (the tables carry every interval).
+    banded = {"PRM (min)" if "PRM (min)" in methods
+              else next((n for n in methods if str(n).startswith("PRM")), None)}
+    banded |= {n for n, m in methods.items() if m.get("selector") in ("oracle", "majority")}
+    banded |= {n for n, m in methods.items() if m.get("selector") == "bon" and str(n).startswith("ORM")}
+    styles = ("-", "-.", ":")
     for i, (name, m) in enumerate(methods.items()):
         acc = [100 * v for v in _nums(m.get("acc"), len(ns))]
         if not _finite(acc):
@@ -96,9 +104,9 @@ def plot_bon(bon: Mapping[str, Any] | None) -> bytes | None:
         color = _COLORS[i % len(_COLORS)]
         oracle = m.get("selector") == "oracle"
         ax.plot(ns, acc, marker="o", markersize=3, color=color, label=str(name),
-                linestyle="--" if oracle else "-")
-        if _finite(lo) and _finite(hi):
-            ax.fill_between(ns, lo, hi, color=color, alpha=0.15, linewidth=0)
+                linestyle="--" if oracle else styles[(i // len(_COLORS)) % len(styles)])
+        if name in banded and _finite(lo) and _finite(hi):
+            ax.fill_between(ns, lo, hi, color=color, alpha=0.12, linewidth=0)
         drawn = True
     if not drawn:
         return None
@@ -109,10 +117,11 @@ def plot_bon(bon: Mapping[str, Any] | None) -> bytes | None:
     ax.set_xlabel("N (candidates per problem)")
     ax.set_ylabel("accuracy (%)")
     problems = bon.get("problems")
-    ax.set_title(f"Best-of-N accuracy ({problems} problems, 95% bootstrap band)" if problems
-                 else "Best-of-N accuracy (95% bootstrap band)")
+    ax.set_title(f"Best-of-N accuracy ({problems} problems; 95% bootstrap bands for PRM, ORM, "
+                 f"majority, oracle)" if problems else "Best-of-N accuracy (95% bootstrap bands)",
+                 fontsize=10)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     fig.tight_layout()
     return _png(fig)
 

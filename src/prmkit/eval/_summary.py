@@ -49,8 +49,8 @@ def bon_verdict(bon: dict[str, Any], main: str, rivals: list[str]) -> dict[str, 
     acc, lo, hi = at(main)
     parts = [f"At N={n} on {bon.get('problems', '?')} held-out problems, {main} chose a correct answer "
              f"for {_pct(acc)} [{_pct(lo)}, {_pct(hi)}] of problems."]
-    headline: dict[str, Any] = {"n": n, "main": main, "main_acc": acc, "main_lo": lo, "main_hi": hi,
-                                "versus": {}}
+    headline: dict[str, Any] = {"n": n, "main": main, "main_acc": acc, "main_acc_lo": lo,
+                                "main_acc_hi": hi, "versus": {}}
     comps = {(c["a"], c["b"], c["n"]): c for c in bon.get("comparisons") or []}
     for rival in rivals:
         if rival not in methods:
@@ -62,7 +62,7 @@ def bon_verdict(bon: dict[str, Any], main: str, rivals: list[str]) -> dict[str, 
         if c is None or c.get("diff") is None:
             parts.append(f"Against {rival} ({_pct(racc)} [{_pct(rlo)}, {_pct(rhi)}]): no paired "
                          f"interval was computed.")
-            headline["versus"][rival] = {"acc": racc, "diff": None}
+            headline["versus"][rival] = {"acc": racc, "acc_diff": None}
             continue
         d, dlo, dhi = c["diff"], c["lo"], c["hi"]
         if dlo is not None and dlo > 0:
@@ -73,6 +73,6 @@ def bon_verdict(bon: dict[str, Any], main: str, rivals: list[str]) -> dict[str, 
             call = "the interval includes 0, so these data cannot tell them apart"
         parts.append(f"Against {rival} ({_pct(racc)} [{_pct(rlo)}, {_pct(rhi)}]): {_pts(d)} points "
                      f"[{_pts(dlo)}, {_pts(dhi)}] — {call}.")
-        headline["versus"][rival] = {"acc": racc, "lo": rlo, "hi": rhi, "diff": d, "diff_lo": dlo,
-                                     "diff_hi": dhi, "call": call}
+        headline["versus"][rival] = {"acc": racc, "acc_lo": rlo, "acc_hi": rhi, "acc_diff": d,
+                                     "acc_diff_lo": dlo, "acc_diff_hi": dhi, "call": call}
     return {"verdict": " ".join(parts), "headline": headline}

