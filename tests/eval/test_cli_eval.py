@@ -115,17 +115,25 @@ def test_probes_cli_and_report(tmp_path):
     from prmkit.eval._derived import arith_derived_traces
 
     inp, other = tmp_path / "arith.jsonl", tmp_path / "shifted.jsonl"
-    write_traces(arith_derived_traces(ArithConfig(), 12, seed=0), inp)
+    home = arith_derived_traces(ArithConfig(), 12, seed=0)
+    for t in home:  # in-domain labels under another source than the second source's ("synthetic")
+        for st in t.steps:
+            for lab in st.labels:
+                lab.source = "symbolic"
+    write_traces(home, inp)
     write_traces(arith_derived_traces(ArithConfig(steps=5, max_operand=50, seed=3), 12, seed=1), other)
     out = tmp_path / "probes.json"
     # A scorer that prefers short step texts: a plain, deterministic non-PRM.
     run(["eval", "probes", str(inp), "--scorer", "scripted", "-s", "scores={}", "-s", "default=0.6",
-         "--transfer", str(other), "--json", str(out)])
+         "--label-source", "symbolic", "--transfer", str(other), "--json", str(out)])
     probes = json.loads(out.read_text())["probes"]
     assert set(probes) == {"collapse", "gaming", "length_bias", "transfer"}
     # A constant scorer: no perturbation can raise a score, and step AUROC is exactly chance.
     assert not probes["gaming"]["failed"]
     assert probes["transfer"]["sources"]["shifted"]["auroc"] == 0.5
+    # --label-source names the in-domain labels; the second source is read with its own.
+    assert probes["transfer"]["sources"]["shifted"]["steps"] > 0
+    assert probes["transfer"]["sources"]["arith"]["steps"] > 0
 
     scored = tmp_path / "scored.jsonl"
     write_traces(_bon_traces(), scored)

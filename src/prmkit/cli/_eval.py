@@ -238,8 +238,9 @@ def probes(
         sources["gsm8k (derived)"] = gsm8k_derived_traces(transfer_gsm8k, limit=transfer_limit, seed=seed)
     if sources:
         name = inp.stem
+        # The given label source is the in-domain traces'; other sources use their own labels.
         res["transfer"] = transfer_probe(sc, {name: traces, **sources}, in_domain=name, key=key,
-                                         label_source=label_source).to_dict()
+                                         label_source={name: label_source}).to_dict()
     for probe, d in res.items():
         verdict = "FAILED" if d.get("failed") else "passed"
         console.print(f"{probe}: {verdict} — {d.get('criterion', '')}", highlight=False, soft_wrap=True)

@@ -627,15 +627,17 @@ def _source_stats(traces: Sequence[Trace], key: str, label_source: str | None, t
 
 
 def transfer_probe(scorer: StepScorer | None, sources: Mapping[str, Sequence[Trace]], in_domain: str, *,
-                   key: str = "prm", label_source: str | None = None, threshold: float = 0.5,
-                   neutral: str = "positive", max_drop: float = 0.1, min_auroc: float = 0.55
-                   ) -> TransferResult:
+                   key: str = "prm", label_source: str | Mapping[str, str | None] | None = None,
+                   threshold: float = 0.5, neutral: str = "positive", max_drop: float = 0.1,
+                   min_auroc: float = 0.55) -> TransferResult:
     """Step metrics per data source (``sources``: name -> labelled traces) and the AUROC lost away
     from ``in_domain``, the source the PRM was trained on.
 
     With a ``scorer``, every source is scored first and the scores stored on its traces
     (:func:`~prmkit.scoring.score_traces` under ``key``, which changes the given traces); with None,
-    the stored scores are used. ``auroc_drop``: in-domain AUROC minus out-of-domain AUROC, for the
+    the stored scores are used. ``label_source``: one label source for every source, or a mapping
+    source name -> label source (sources differ: symbolic labels on one, synthetic on another; a
+    name not in it uses each step's latest label). ``auroc_drop``: in-domain AUROC minus out-of-domain AUROC, for the
     other source with the largest drop (``out_of_domain`` names it).
 
     ``failed``: the drop is ``max_drop`` (0.1) or more, or an out-of-domain AUROC is below
@@ -655,7 +657,9 @@ def transfer_probe(scorer: StepScorer | None, sources: Mapping[str, Sequence[Tra
     if scorer is not None:
         for traces in sources.values():
             score_traces(scorer, traces, key)
-    stats = {name: _source_stats(traces, key, label_source, threshold, neutral)
+    per = (dict(label_source) if isinstance(label_source, Mapping)
+           else dict.fromkeys(sources, label_source))
+    stats = {name: _source_stats(traces, key, per.get(name), threshold, neutral)
              for name, traces in sources.items()}
     home = stats[in_domain].auroc
     out_names = [n for n in stats if n != in_domain]
