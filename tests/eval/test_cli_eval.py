@@ -26,7 +26,7 @@ def test_processbench_prints_and_writes_the_four_numbers(fixtures, tmp_path, cap
     scores = json.dumps({text: 0.1 for text in low})
     out = tmp_path / "pb.json"
     run(["eval", "processbench", str(path), "--scorer", "scripted", "-s", f"scores={scores}",
-         "-s", "default=0.9", "--json", str(out)])
+         "-s", "default=0.9", "--by-generator", "--json", str(out)])
     printed = capsys.readouterr().out
     pb = json.loads(out.read_text())["processbench"]
     s = pb["splits"]["mini"]
@@ -36,6 +36,12 @@ def test_processbench_prints_and_writes_the_four_numbers(fixtures, tmp_path, cap
     assert s["f1"] == pytest.approx(0.8) and pb["average_f1"] == pytest.approx(0.8)
     assert pb["threshold"] == 0.5 and pb["threshold_source"] == "fixed"
     assert "mini" in printed and "average F1 80.0" in printed
+    # Per generator: Qwen2-7B-Instruct wrote the -1, 2 and 1 samples (hits, hit, miss): error acc
+    # 1/2, correct acc 1/1; Meta-Llama-3-8B-Instruct the label-0 sample (hit).
+    gens = pb["by_generator"]["mini"]
+    assert gens["Qwen2-7B-Instruct"]["error_acc"] == 0.5 and gens["Qwen2-7B-Instruct"]["correct_acc"] == 1.0
+    assert gens["Meta-Llama-3-8B-Instruct"]["error_acc"] == 1.0
+    assert "Qwen2-7B-Instruct: error acc 50.0" in printed
 
 
 def test_processbench_threshold_is_tuned_on_another_split(fixtures, tmp_path):

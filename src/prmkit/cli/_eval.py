@@ -86,6 +86,8 @@ def processbench(
     cross_split: Annotated[bool, typer.Option(
         "--cross-split", help="Each split's threshold is chosen on the other given splits.")] = False,
     limit: Annotated[int | None, typer.Option(help="Only the first N samples of each file.")] = None,
+    by_generator: Annotated[bool, typer.Option(
+        "--by-generator", help="Also print each split's results per generator (always in --json).")] = False,
     batch_size: BatchOpt = 8,
     json_out: JsonOpt = None,
 ) -> None:
@@ -109,7 +111,7 @@ def processbench(
     tune = load(tune_on) if tune_on else None
     result = evaluate_processbench(splits, key=key, threshold=threshold, tune_on=tune,
                                    cross_split=cross_split)
-    _echo(result.lines())
+    _echo(result.lines(by_generator=by_generator))
     _save("processbench", result.to_dict(), json_out)
 
 

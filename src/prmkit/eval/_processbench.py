@@ -280,9 +280,9 @@ class ProcessBenchResult:
                 "sweep": [{"tuned_on": s["tuned_on"], "thresholds": list(s["thresholds"]),
                            "f1": list(s["f1"]), "best": s["best"]} for s in self.sweep]}
 
-    def lines(self) -> list[str]:
+    def lines(self, *, by_generator: bool = False) -> list[str]:
         """A short table: per split error acc, correct acc and F1 (in %), then the average F1 and the
-        threshold with where it came from."""
+        threshold with where it came from; ``by_generator`` adds a row per generator of each split."""
         def pct(x: float | None) -> str:
             return "   n/a" if x is None else f"{100 * x:6.1f}"
 
@@ -292,6 +292,10 @@ class ProcessBenchResult:
         for name, s in self.splits.items():
             out.append(f"{name:<{width}}     {pct(s['error_acc'])}       {pct(s['correct_acc'])}  "
                        f"{pct(s['f1'])}  ({s['n_error']} / {s['n_correct']})  {s['threshold']:g}")
+            for gen, g in (self.by_generator.get(name, {}) if by_generator else {}).items():
+                out.append(f"  {gen}: error acc {pct(g['error_acc']).strip()}, correct acc "
+                           f"{pct(g['correct_acc']).strip()}, F1 {pct(g['f1']).strip()} "
+                           f"({g['n_error']} / {g['n_correct']})")
         out.append(f"average F1 {pct(self.average_f1).strip()}")
         th = "per split" if self.threshold is None else f"{self.threshold:g}"
         out.append(f"threshold {th} ({self.threshold_source})")
