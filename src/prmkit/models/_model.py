@@ -110,9 +110,15 @@ class RewardModel:
                       kind: str = "prm", num_labels: int | None = None, device: str | None = None,
                       dtype: str | None = None, trust_remote_code: bool = False,
                       max_length: int | None = None, seed: int = 0,
-                      head_init: str = "random") -> RewardModel:
+                      head_init: str = "random", causal: bool = False) -> RewardModel:
         """A new reward model on a pretrained backbone (a fresh head for ``classifier`` conventions),
-        ready to train. ``backbone`` is a path, hub id or one of ``smollm2``, ``minilm``, ``tiny``."""
+        ready to train. ``backbone`` is a path, hub id or one of ``smollm2``, ``minilm``, ``tiny``.
+
+        ``causal``: an encoder backbone (BERT-like) attends only to earlier tokens (its config's
+        ``is_decoder``), so a step's score cannot read later steps or the final answer — what a PRM
+        should see. It is saved in the checkpoint's ``config.json``, so plain ``transformers`` loads
+        the same causal model. Refused for an encoder that ignores the setting (checked by a forward
+        pass); a decoder is causal already."""
         from prmkit.models._backbones import resolve_backbone
 
         torch = _torch()
@@ -120,7 +126,9 @@ class RewardModel:
         path = resolve_backbone(backbone)
         torch.manual_seed(seed)  # anything a backbone initialises at random
         model, tok = _load(path, conv, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
-                           num_labels=num_labels or conv.num_labels or 2)
+                           num_labels=num_labels or conv.num_labels or 2, causal=causal)
+        if causal and getattr(model.config, "model_type", None) in (_masked_lm_types() or ()):
+            _check_causal(model, path)
         if head_init not in ("random", "zero"):
             raise PrmkitError(f"head_init must be 'random' or 'zero', got {head_init!r}")
         if head_init == "zero" and conv.head == "classifier" and not _has_trained_head(path):
@@ -315,19 +323,44 @@ def _zero_head(model: Any) -> None:
                     layer.bias.zero_()
 
 
-def _is_encoder(cfg: Any) -> bool:
-    """A model type with a masked-LM head is bidirectional (BERT-like); decoder-only ones have none."""
-    if cfg is None:
-        return False
+def _masked_lm_types() -> Any:
     try:
         from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
     except ImportError:  # pragma: no cover - very old transformers
+        return None
+    return MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+
+def _is_encoder(cfg: Any) -> bool:
+    """A model type with a masked-LM head is bidirectional (BERT-like) unless its config says
+    ``is_decoder`` (then it attends causally); decoder-only ones have none."""
+    if cfg is None:
+        return False
+    types = _masked_lm_types()
+    if types is None:  # pragma: no cover - very old transformers
         return True  # unknown: do not trim
-    return getattr(cfg, "model_type", None) in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    return getattr(cfg, "model_type", None) in types and not getattr(cfg, "is_decoder", False)
+
+
+def _check_causal(model: Any, path: str) -> None:
+    """Refuse a backbone that was asked to attend causally but does not: a later token must not change
+    an earlier position's output."""
+    torch = _torch()
+    vocab = model.config.vocab_size
+    a = torch.tensor([[1 % vocab, 2 % vocab, 3 % vocab, 4 % vocab]])
+    b = a.clone()
+    b[0, -1] = 5 % vocab
+    with torch.no_grad():
+        la = model(input_ids=a).logits[0, 0]
+        lb = model(input_ids=b).logits[0, 0]
+    if not torch.allclose(la, lb, atol=1e-5):
+        raise PrmkitError(f"{path}: this backbone ignores is_decoder and attends in both directions; "
+                          f"causal=True is not possible with it (use a decoder backbone)")
 
 
 def _load(path: str, conv: Convention, *, device: str | None, dtype: str | None,
-          trust_remote_code: bool, num_labels: int | None = None) -> tuple[Any, Any]:
+          trust_remote_code: bool, num_labels: int | None = None,
+          causal: bool = False) -> tuple[Any, Any]:
     torch = _torch()
     try:
         from transformers import (
@@ -361,6 +394,11 @@ def _load(path: str, conv: Convention, *, device: str | None, dtype: str | None,
                         names = ["incorrect", "correct"] if labels == 2 else ["correct"]
                         extra = {"num_labels": labels, "id2label": dict(enumerate(names)),
                                  "label2id": {n: i for i, n in enumerate(names)}}
+                    if causal and cfg.model_type in (_masked_lm_types() or ()):
+                        # Set on the config object: not every model's __init__ takes it as a kwarg.
+                        for k, v in {**extra, "is_decoder": True}.items():
+                            setattr(cfg, k, v)
+                        extra = {"config": cfg}
                     model, info = AutoModelForTokenClassification.from_pretrained(
                         path, dtype=torch_dtype, output_loading_info=True, **extra, **kw)
                     if num_labels is None:  # a trained reward model: its head must come from the checkpoint

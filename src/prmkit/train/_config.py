@@ -47,6 +47,7 @@ class TrainConfig:
     convention: Any = "prmkit"        #: a registered convention name or a dict of its fields
     num_labels: int | None = None     #: classifier heads: 2 (softmax) or 1 (sigmoid); None: convention's, else 2
     lora: LoraSettings | None = None  #: LoRA settings; None trains every weight
+    causal: bool = False              #: encoder backbones: attend to earlier tokens only (see RewardModel.from_backbone)
     trust_remote_code: bool = False
     # data and labels
     train: list[str] = field(default_factory=list)  #: trace files (any prmkit format)

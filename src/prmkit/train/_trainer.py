@@ -232,7 +232,8 @@ def train(cfg: TrainConfig, *, log=print) -> TrainResult:
               if full_ckpt else
               RewardModel.from_backbone(cfg.model, convention=cfg.convention, kind=cfg.kind,
                                         num_labels=cfg.num_labels, dtype=cfg.dtype, max_length=cfg.max_length,
-                                        trust_remote_code=cfg.trust_remote_code, seed=cfg.seed))
+                                        trust_remote_code=cfg.trust_remote_code, seed=cfg.seed,
+                                        causal=cfg.causal))
     rm.model.to(acc.device)
     if cfg.disable_dropout:
         for m in rm.model.modules():
