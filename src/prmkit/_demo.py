@@ -49,6 +49,7 @@ class DemoConfig:
     mc_traces: int = 8               #: traces that also get Monte Carlo labels
     mc_k: int = 4                    #: rollouts per step prefix
     backbone: str = "minilm"         #: PRM / ORM backbone (a prmkit alias, path or hub id)
+    causal: bool = True              #: encoder backbones read only what precedes each position
     max_length: int = 256
     batch_size: int = 16
     lr: float = 1e-4
@@ -215,7 +216,8 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
                          label_source="symbolic" if kind == "prm" else None,
                          outcome="outcome", max_length=cfg.max_length, batch_size=cfg.batch_size,
                          lr=cfg.lr, warmup_ratio=0.1, epochs=cfg.epochs, max_steps=cfg.max_steps,
-                         output_dir=str(out / kind), save_every=10, log_every=5, seed=cfg.seed)
+                         output_dir=str(out / kind), save_every=10, log_every=5, seed=cfg.seed,
+                         causal=cfg.causal)
         train_model(tc, log=lambda *a, **k: None)
 
     for kind in ("prm", "orm"):
@@ -263,8 +265,7 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
         f" PRM and ORM: {cfg.backbone} backbone, trained on {len(train)} traces of "
         f"{cfg.train_problems} problems; evaluated on {len(heldout)} traces of {cfg.heldout_problems} "
         f"other problems. Probes failed: {', '.join(failed) if failed else 'none'}"
-        + (" (an encoder backbone reads the whole trace, final answer included, when it scores a "
-           "step — the collapse probe measures what that does)." if cfg.backbone == "minilm" else "."))
+        + ".")
     card = card_from_provenance(traces=train + heldout + mc, model_dirs=[out / "prm", out / "orm"],
                                 results=results)
     results["card"] = card.to_dict()
