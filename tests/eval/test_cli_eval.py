@@ -156,3 +156,21 @@ def test_probes_cli_and_report(tmp_path):
     assert data["card"]["fields"]["automated_judge"]["value"] is None  # shown as missing, not dropped
     assert "missing" in md and "Best-of-N" in md
     assert "data:image/png;base64," in html and "http://" not in html and "https://" not in html
+
+
+@pytest.mark.realdata
+def test_probes_cli_transfer_to_gsm8k_derived_traces(shared_data, tmp_path):
+    from prmkit.envs import ArithConfig
+    from prmkit.eval._derived import arith_derived_traces
+
+    inp = tmp_path / "arith.jsonl"
+    write_traces(arith_derived_traces(ArithConfig(), 10, seed=0), inp)
+    out = tmp_path / "probes.json"
+    run(["eval", "probes", str(inp), "--scorer", "scripted", "-s", "scores={}", "-s", "default=0.6",
+         "--transfer-gsm8k", str(shared_data / "gsm8k" / "test.jsonl"), "--transfer-limit", "20",
+         "--json", str(out)])
+    src = json.loads(out.read_text())["probes"]["transfer"]["sources"]["gsm8k (derived)"]
+    # 20 GSM8K problems, one derived trace each; their labelled steps are scored (a constant scorer:
+    # AUROC exactly 0.5 when both classes are present).
+    assert src["traces"] == 20 and src["steps"] > 20
+    assert src["auroc"] in (0.5, None)
