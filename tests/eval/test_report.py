@@ -323,3 +323,18 @@ def test_load_results_merges_sections(tmp_path):
     arr.write_text("[]")
     with pytest.raises(FormatError, match="one JSON object"):
         load_results([arr])
+
+
+def test_the_verdict_numbers_render_as_one_comparison_table():
+    from prmkit.eval._report import render_markdown
+    from prmkit.eval._summary import bon_verdict
+
+    bon = {"ns": [1, 4], "problems": 8, "methods": {
+        "PRM (min)": {"acc": [0.5, 0.625], "lo": [0.3, 0.4], "hi": [0.7, 0.8]},
+        "ORM": {"acc": [0.5, 0.5], "lo": [0.3, 0.3], "hi": [0.7, 0.7]}},
+        "comparisons": [{"a": "PRM (min)", "b": "ORM", "n": 4, "diff": 0.125, "lo": -0.1, "hi": 0.3}]}
+    md = render_markdown({"summary": bon_verdict(bon, "PRM (min)", ["ORM", "majority"])})
+    assert "| **PRM (min)** | 62.5% [40.0%, 80.0%] |" in md
+    # The difference is in percentage points with its paired interval, signed both sides.
+    assert "| ORM | 50.0% [30.0%, 70.0%] | +12.5 pp [-10.0 pp, +30.0 pp] |" in md
+    assert "| majority | — | — | not evaluated |" in md

@@ -306,7 +306,25 @@ def _summary(doc: _Doc, s: Any, figs: set[str]) -> None:
     else:
         doc.para(("em", "The results carry no verdict."), cls="note")
     headline = s.get("headline")
-    if isinstance(headline, Mapping) and headline:
+    if isinstance(headline, Mapping) and isinstance(headline.get("versus"), Mapping) and "main" in headline:
+        # The verdict's numbers as one table: the main method, then each rival with the paired
+        # difference (main minus rival) and its interval.
+        n = headline.get("n")
+        rows = [[("b", str(headline["main"])), _ci(headline.get("main_acc"), headline.get("main_acc_lo"),
+                                                   headline.get("main_acc_hi")), _DASH, ""]]
+        for rival, v in headline["versus"].items():
+            if not isinstance(v, Mapping):
+                rows.append([str(rival), _DASH, _DASH, "not evaluated"])
+                continue
+            diff = v.get("acc_diff")
+            span = (f"{_pp(diff)} [{_pp(v.get('acc_diff_lo'))}, {_pp(v.get('acc_diff_hi'))}]"
+                    if not _bad(diff) else _DASH)
+            rows.append([str(rival), _ci(v.get("acc"), v.get("acc_lo"), v.get("acc_hi")), span,
+                         str(v.get("call", ""))])
+        doc.table(["Method", f"Accuracy at N={n}" if n is not None else "Accuracy",
+                   f"{headline['main']} minus it", "Call"], rows)
+        _leftover(doc, headline, ("n", "main", "main_acc", "main_acc_lo", "main_acc_hi", "versus"), 3)
+    elif isinstance(headline, Mapping) and headline:
         doc.table(["Headline", "Value"], [[str(k), _auto(k, v)] for k, v in headline.items()
                                           if not isinstance(v, Mapping)])
         for k, v in headline.items():
