@@ -32,16 +32,6 @@ def cohen_kappa(a: Sequence[bool], b: Sequence[bool]) -> float | None:
     return (po - pe) / (1 - pe)
 
 
-def _first_error(values: list[bool | None]) -> int | None:
-    """First False, -1 when every step is True, None when an unlabelled step comes first."""
-    for i, v in enumerate(values):
-        if v is None:
-            return None
-        if not v:
-            return i
-    return -1
-
-
 def label_agreement(traces: Sequence[Trace], a: str, b: str) -> dict[str, Any]:
     """Step agreement, Cohen's kappa and first-error agreement between label sources ``a`` and ``b``
     (the ``labels`` section of a report).
@@ -68,7 +58,7 @@ def label_agreement(traces: Sequence[Trace], a: str, b: str) -> dict[str, Any]:
                 ys.append(y)
                 both = True
         traces_with_both += both
-        fa, fb = _first_error(la), _first_error(lb)
+        fa, fb = t.first_error(a), t.first_error(b)
         if fa is not None and fb is not None:
             first_n += 1
             first_hits += fa == fb

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["auroc", "first_error_index", "first_error_accuracy"]
+__all__ = ["auroc", "f1_score", "first_error_index", "first_error_accuracy"]
 
 
 def auroc(scores: Sequence[float], positives: Sequence[bool]) -> float | None:
@@ -32,6 +32,17 @@ def auroc(scores: Sequence[float], positives: Sequence[bool]) -> float | None:
         rank_sum += avg_rank * sum(1 for k in range(i, j + 1) if pairs[k][1])
         i = j + 1
     return (rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
+
+
+def f1_score(tp: int, fp: int, fn: int) -> float | None:
+    """F1 of one class from its counts: ``2 tp / (2 tp + fp + fn)``; None when the class is neither
+    present nor predicted.
+
+    >>> f1_score(3, 1, 1), f1_score(0, 2, 0), f1_score(0, 0, 0)
+    (0.75, 0.0, None)
+    """
+    denom = 2 * tp + fp + fn
+    return 2 * tp / denom if denom else None
 
 
 def first_error_index(values: Sequence[float | None], threshold: float = 0.5) -> int:

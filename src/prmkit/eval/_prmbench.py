@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prmkit.errors import PrmkitError
+from prmkit.eval._metrics import f1_score
 from prmkit.trace import Trace, binarize
 
 __all__ = ["OUT_OF_RANGE_EVAL_POLICIES", "PRMBENCH_GROUPS", "PRMBenchResult", "evaluate_prmbench",
@@ -99,8 +100,8 @@ class _Counts:
         self.unscored += other.unscored
 
     def metrics(self) -> dict[str, Any]:
-        f1_pos = _f1(self.tp, self.fp, self.fn)
-        f1_neg = _f1(self.tn, self.fn, self.fp)
+        f1_pos = f1_score(self.tp, self.fp, self.fn)
+        f1_neg = f1_score(self.tn, self.fn, self.fp)
         n_error = self.fp + self.tn
         if n_error == 0:
             prmscore = f1_pos  # no wrong step to find (multi_solutions, originals): official rule
@@ -112,11 +113,6 @@ class _Counts:
                 "n_traces": self.traces, "n_steps": self.tp + self.fn + self.fp + self.tn,
                 "n_error_steps": n_error, "unscored_steps": self.unscored,
                 "confusion": {"tp": self.tp, "fn": self.fn, "fp": self.fp, "tn": self.tn}}
-
-
-def _f1(tp: int, fp: int, fn: int) -> float | None:
-    denom = 2 * tp + fp + fn
-    return None if denom == 0 else 2 * tp / denom
 
 
 def _meta(trace: Trace) -> dict[str, Any]:

@@ -28,11 +28,12 @@ from typing import Any
 
 from prmkit._registry import Registry
 from prmkit.errors import PrmkitError
-from prmkit.eval._metrics import auroc, first_error_index
+from prmkit.eval._metrics import auroc, f1_score, first_error_index
+from prmkit.eval._stepmetrics import collect_steps
 from prmkit.scoring import get_aggregator, score_traces
 from prmkit.scoring._protocol import StepScorer
 from prmkit.search._common import is_correct, states_answer, stored_scores, trace_score
-from prmkit.trace import Step, Trace, binarize
+from prmkit.trace import Step, Trace
 
 __all__ = [
     "FILLER", "PERTURBATIONS", "register_perturbation",
@@ -368,13 +369,7 @@ def gaming_probe(scorer: StepScorer, traces: Iterable[Trace], *,
 def _step_pairs(trace: Trace, key: str, label_source: str | None, neutral: str
                 ) -> list[tuple[float, bool]]:
     """``(score, step is valid)`` for every step that has both a score under ``key`` and a verdict."""
-    out = []
-    for step, lab in zip(trace.steps, trace.labels(label_source), strict=True):
-        verdict = binarize(lab, neutral=neutral)
-        score = step.scores.get(key)
-        if verdict is not None and score is not None:
-            out.append((float(score), verdict))
-    return out
+    return list(zip(*collect_steps([trace], key, label_source, neutral), strict=True))
 
 
 def _auroc_of(pairs: Sequence[tuple[float, bool]]) -> float | None:
@@ -622,7 +617,7 @@ def _source_stats(traces: Sequence[Trace], key: str, label_source: str | None, t
         judged += 1
         hits += first_error_index(scores, threshold) == target
     return SourceStats(traces=sum(1 for r in rows if r), steps=len(pairs), auroc=_auroc_of(pairs),
-                       f1_error=2 * tp / (2 * tp + fp + fn) if tp + fp + fn else None,
+                       f1_error=f1_score(tp, fp, fn),
                        first_error_acc=hits / judged if judged else None, first_error_traces=judged)
 
 

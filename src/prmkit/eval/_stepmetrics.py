@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prmkit.errors import PrmkitError
-from prmkit.eval._metrics import auroc
+from prmkit.eval._metrics import auroc, f1_score
 from prmkit.trace import Trace, binarize
 
 __all__ = ["ReliabilityBin", "StepMetrics", "collect_steps", "step_metrics", "step_metrics_for"]
@@ -122,12 +122,6 @@ def collect_steps(traces: Iterable[Trace], key: str = "prm", label_source: str |
     return scores, correct
 
 
-def _f1(tp: int, fp: int, fn: int) -> float | None:
-    # Undefined (None) only when the class is neither present nor predicted.
-    denom = 2 * tp + fp + fn
-    return 2 * tp / denom if denom else None
-
-
 def step_metrics(scores: Sequence[float], correct: Sequence[bool], threshold: float = 0.5,
                  bins: int = 10) -> StepMetrics:
     """Discrimination and calibration of step ``scores`` (P(step correct)) against ``correct``.
@@ -161,9 +155,9 @@ def step_metrics(scores: Sequence[float], correct: Sequence[bool], threshold: fl
     fp_err = sum(y and not p for y, p in zip(ys, pred_ok, strict=True))     # correct step flagged as wrong
     fn_err = sum(not y and p for y, p in zip(ys, pred_ok, strict=True))     # wrong step let through
     tp_ok = sum(y and p for y, p in zip(ys, pred_ok, strict=True))
-    out.f1_error = _f1(tp_err, fp_err, fn_err)
+    out.f1_error = f1_score(tp_err, fp_err, fn_err)
     # For the correct class the roles of the two error kinds swap.
-    out.f1_correct = _f1(tp_ok, fn_err, fp_err)
+    out.f1_correct = f1_score(tp_ok, fn_err, fp_err)
     out.accuracy = (tp_err + tp_ok) / n
     out.error_precision = tp_err / (tp_err + fp_err) if tp_err + fp_err else None
     out.error_recall = tp_err / (tp_err + fn_err) if tp_err + fn_err else None
