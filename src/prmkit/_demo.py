@@ -119,12 +119,11 @@ class _Stages:
 
 
 def _write(traces: list, path: Path) -> None:
-    from prmkit.trace import TraceWriter
+    """Write then rename: an interrupted run never leaves a half-written stage file behind."""
+    from prmkit.trace import write_traces
 
     tmp = path.with_suffix(".tmp")
-    with TraceWriter(tmp) as w:
-        for t in traces:
-            w.write(t)
+    write_traces(traces, tmp)
     tmp.replace(path)
 
 
@@ -166,11 +165,10 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
 
     def sample() -> None:
         pol = get_pol()
-        shots = pol.prompt_shots if pol.prompt_shots is not None else 2
         params = SamplingParams(n=cfg.n, max_new_tokens=cfg.max_new_tokens, temperature=0.7,
                                 seed=cfg.seed)
         sample_traces(problems, pol, samples, params=params,
-                      prompts=PromptBuilder("arith", shots=shots, config=env_cfg),
+                      prompts=PromptBuilder.for_policy(pol, config=env_cfg),
                       problems_per_call=max(1, 64 // cfg.n))
 
     if not st.done("sample"):

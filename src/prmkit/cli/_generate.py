@@ -51,22 +51,14 @@ def generate(
     """
     from prmkit.envs._prompts import PromptBuilder
     from prmkit.eval import pass_at_k_traces
-    from prmkit.policies import SamplingParams, get_policy
+    from prmkit.policies import SamplingParams
     from prmkit.policies._sampling import sample_traces
     from prmkit.trace import read_traces
 
     items, cfg = load_problems(env, data, data_format, problems, start, steps, ops, max_operand,
                                env_seed, distractors)
-    kwargs = parse_options(policy_arg)
-    if policy == "hf":
-        kwargs.setdefault("batch_size", batch_size)
-        kwargs.setdefault("progress", False)
-    pol = get_policy(policy, **kwargs)
-    if shots is None:
-        shots = getattr(pol, "prompt_shots", None)
-        shots = 2 if shots is None else shots
-    prompts = (PromptBuilder("arith", shots=shots, config=cfg) if env is not None
-               else PromptBuilder(data_format or "dataset", shots=shots))
+    pol = load_policy(policy, policy_arg, batch_size)
+    prompts = PromptBuilder.for_policy(pol, config=cfg, source=data_format, shots=shots)
     params = SamplingParams(n=n, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                             seed=seed)
     report = sample_traces(items, pol, out, params=params, prompts=prompts,
@@ -83,6 +75,18 @@ def generate(
         soft_wrap=True)
     console.print("  ".join(f"pass@{k} {v:.1%}" for k, v in passk.items()), highlight=False,
                   soft_wrap=True)
+
+
+def load_policy(policy: str, policy_arg: list[str] | None, batch_size: int):
+    """The ``--policy`` backend with its ``-p KEY=VALUE`` arguments (``hf``: ``--batch-size``, no
+    per-batch progress bar); shared by ``generate`` and ``search``."""
+    from prmkit.policies import get_policy
+
+    kwargs = parse_options(policy_arg)
+    if policy == "hf":
+        kwargs.setdefault("batch_size", batch_size)
+        kwargs.setdefault("progress", False)
+    return get_policy(policy, **kwargs)
 
 
 def load_problems(env: str | None, data: Path | None, data_format: str | None, problems: int, start: int,

@@ -240,9 +240,8 @@ def search(
     Prints the accuracy and the tokens generated and scored per problem (compare methods at equal
     compute); every answer trace records its search in meta.search.
     """
-    from prmkit.cli._data import parse_options
+    from prmkit.cli._generate import load_policy
     from prmkit.envs._prompts import PromptBuilder
-    from prmkit.policies import get_policy
     from prmkit.search import SEARCHES
     from prmkit.search import search as run_search
     from prmkit.search._common import is_correct
@@ -252,16 +251,8 @@ def search(
         raise PrmkitError(f"unknown --method {method!r}; one of {', '.join(SEARCHES)}")
     items, cfg = _problems(env, data, data_format, problems, start, steps, ops, max_operand, env_seed)
     sc = _scorer(model, scorer, scorer_arg, batch_size)
-    kwargs = parse_options(policy_arg)
-    if policy == "hf":
-        kwargs.setdefault("batch_size", batch_size)
-        kwargs.setdefault("progress", False)
-    pol = get_policy(policy, **kwargs)
-    if shots is None:
-        shots = getattr(pol, "prompt_shots", None)
-        shots = 2 if shots is None else shots
-    prompts = (PromptBuilder("arith", shots=shots, config=cfg) if cfg is not None
-               else PromptBuilder(data_format or "dataset", shots=shots))
+    pol = load_policy(policy, policy_arg, batch_size)
+    prompts = PromptBuilder.for_policy(pol, config=cfg, source=data_format, shots=shots)
     settings: dict[str, Any] = {"lookahead": lookahead, "max_depth": max_depth, "aggregate": aggregate,
                                 "step_tokens": step_tokens, "temperature": temperature, "top_p": top_p,
                                 "seed": seed}

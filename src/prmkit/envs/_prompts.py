@@ -61,6 +61,19 @@ class PromptBuilder:
                 raise PrmkitError(f"at most {len(HAND_WRITTEN_SHOTS)} hand-written shots")
             self._shots = HAND_WRITTEN_SHOTS[: self.shots]
 
+    @classmethod
+    def for_policy(cls, policy: Any, *, config: ArithConfig | None = None, source: str | None = None,
+                   shots: int | None = None) -> PromptBuilder:
+        """The prompts a policy expects: the arith environment's when ``config`` is given, else
+        ``source``'s (default "dataset"); ``shots`` defaults to the policy's ``prompt_shots`` (0 for
+        a policy tuned on zero-shot prompts), else 2."""
+        if shots is None:
+            shots = getattr(policy, "prompt_shots", None)
+            shots = 2 if shots is None else shots
+        if config is not None:
+            return cls("arith", shots=shots, config=config)
+        return cls(source or "dataset", shots=shots)
+
     def messages(self, problem: Problem) -> list[dict[str, Any]]:
         msgs: list[dict[str, Any]] = [{"role": "system", "content": self.system}]
         for q, a in self._shots:
