@@ -18,6 +18,7 @@ from prmkit.cli._score import AggregateOpt, ModelOpt, ScorerArgOpt, ScorerOpt, _
 from prmkit.errors import PrmkitError
 
 if TYPE_CHECKING:
+    from prmkit.scoring._protocol import StepScorer
     from prmkit.trace import Trace
 
 __all__ = ["app", "report"]
@@ -45,19 +46,27 @@ def _save(section: str, data: dict[str, Any], path: Path | None) -> None:
     console.print(f"wrote {path}", highlight=False)
 
 
-def _scored(traces: list[Trace], model: Path | None, scorer: str, scorer_arg: list[str] | None,
-            key: str, batch_size: int, what: str, aggregate: str = "min") -> list[Trace]:
-    """Score ``traces`` under ``key`` with the given scorer, or check they already carry scores."""
+def _prm(model: Path | None, scorer: str, scorer_arg: list[str] | None, batch_size: int,
+         what: str) -> StepScorer | None:
+    """The PRM to score with (loaded once per command), or None: use the scores the traces carry."""
+    if model is None and scorer == "model":
+        return None
+    sc = _scorer(model, scorer, scorer_arg, batch_size)
+    if sc.kind != "prm":
+        raise PrmkitError(f"{what} needs a PRM (per-step scores); {sc.name} is an {sc.kind.upper()}")
+    return sc
+
+
+def _scored(traces: list[Trace], sc: StepScorer | None, key: str, what: str,
+            aggregate: str = "min") -> list[Trace]:
+    """Score ``traces`` under ``key`` with ``sc``, or (None) check they already carry scores."""
     from prmkit._progress import progress_bar
 
-    if model is None and scorer == "model":
+    if sc is None:
         if not any(key in s.scores for t in traces for s in t.steps):
             raise PrmkitError(f"{what}: the traces carry no step scores under {key!r}; give the PRM "
                               f"with --model DIR (or score them first with prmkit score)")
         return traces
-    sc = _scorer(model, scorer, scorer_arg, batch_size)
-    if sc.kind != "prm":
-        raise PrmkitError(f"{what} needs a PRM (per-step scores); {sc.name} is an {sc.kind.upper()}")
     skipped: list[tuple[str, str]] = []
     chunk = 64
     with progress_bar(len(traces), f"scoring ({what})", transient=False) as advance:
@@ -97,6 +106,8 @@ def processbench(
     """
     from prmkit.eval._processbench import evaluate_processbench
 
+    sc = _prm(model, scorer, scorer_arg, batch_size, "processbench")
+
     def load(paths: list[Path]) -> dict[str, list[Trace]]:
         out: dict[str, list[Trace]] = {}
         for p in paths:
@@ -104,7 +115,7 @@ def processbench(
             if name in out:
                 raise PrmkitError(f"two split files are named {name!r}; rename one")
             traces = list(_read(p, "processbench", False))[:limit]
-            out[name] = _scored(traces, model, scorer, scorer_arg, key, batch_size, f"processbench {name}")
+            out[name] = _scored(traces, sc, key, f"processbench {name}")
         return out
 
     splits = load(files)
@@ -140,7 +151,7 @@ def prmbench(
     traces: list[Trace] = []
     for p in files:
         traces += list(_read(p, "prmbench", False))[:limit]
-    traces = _scored(traces, model, scorer, scorer_arg, key, batch_size, "prmbench")
+    traces = _scored(traces, _prm(model, scorer, scorer_arg, batch_size, "prmbench"), key, "prmbench")
     result = evaluate_prmbench(traces, key=key, threshold=threshold, out_of_range=out_of_range)
     _echo(result.lines())
     _save("prmbench", result.to_dict(), json_out)
@@ -222,12 +233,12 @@ def probes(
     from prmkit.eval._derived import gsm8k_derived_traces
     from prmkit.eval._probes import collapse_probe, gaming_probe, length_bias_probe, transfer_probe
 
-    sc = _scorer(model, scorer, scorer_arg, batch_size)
-    if sc.kind != "prm":
-        raise PrmkitError(f"the probes need a PRM; {sc.name} is an {sc.kind.upper()}")
+    sc = _prm(model, scorer, scorer_arg, batch_size, "the probes")
+    if sc is None:
+        raise PrmkitError("the probes score perturbed traces: give the PRM with --model DIR")
     traces = list(_read(inp, None, False))
     key = "probe"
-    _scored(traces, model, scorer, scorer_arg, key, batch_size, "probes", aggregate)
+    _scored(traces, sc, key, "probes", aggregate)
     res: dict[str, Any] = {
         "collapse": collapse_probe(traces, key=key, label_source=label_source).to_dict(),
         "gaming": gaming_probe(sc, [t for t in traces if t.steps][:gaming_traces], seed=seed).to_dict(),
