@@ -186,13 +186,13 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
     def mc_label() -> None:
         from prmkit.labelers import LabelReport, LabelStore, MCLabeler, label_stream
 
-        wrong = [t for t in train if any(lab is not None and lab.value < 0
-                                         for lab in t.labels("symbolic"))]
-        right = [t for t in train if t not in wrong]
+        wrong = [t for t in train if t.first_error("symbolic") not in (-1, None)]
+        right = [t for t in train if t.first_error("symbolic") == -1]
         subset = []
         for a, b in zip(wrong, right, strict=False):  # half with a symbolic error, half without
             subset += [a, b]
-        subset = (subset + [t for t in train if t not in subset])[:cfg.mc_traces]
+        chosen = {t.id for t in subset}
+        subset = (subset + [t for t in train if t.id not in chosen])[:cfg.mc_traces]
         labeler = MCLabeler(get_pol(), k=cfg.mc_k, max_new_tokens=cfg.max_new_tokens, seed=cfg.seed)
         report = LabelReport(labeler.name)
         with LabelStore(out / "mc.labels.sqlite") as store:
