@@ -1,110 +1,222 @@
-"""Generation throughput on the embedded default (SmolLM2-135M-Instruct, this machine's CPU).
+"""Generation throughput on the embedded default (SmolLM2-135M-Instruct + arith adapter, this CPU).
 
-    python benchmarks/generate.py                    # hf batched vs batch 1, then llama.cpp server
-    python benchmarks/generate.py --skip-server      # hf only
+    python benchmarks/generate.py                       # hf vs ct2 at 16 and 64 rows, llama.cpp batched
+    python benchmarks/generate.py --quality 64          # + pass@1 of hf and ct2 on 64 arith problems
+    python benchmarks/generate.py --skip-llamacpp       # without the llama.cpp engine
 
-1. ``hf`` backend: the same requests (arith problems with the default 2-shot prompt, N samples each)
-   with ``batch_size=16`` against ``batch_size=1``. Sampling is seeded per sample and batch-invariant,
-   so both runs produce the same text and the same number of tokens: only the time differs.
-2. llama.cpp server (``openai_compat`` backend): 8 requests one at a time against 8 in parallel (see
-   ``benchmarks/generate_server.py``; llama-cpp-python's server decodes one request at a time).
+The same requests (arith problems with the default policy's zero-shot prompt, N samples each, at most
+``--max-tokens`` new tokens, temperature 0.7) go to:
 
-Each mode's tokens/s is the median over ``--repeats`` runs, alternating the two modes so a change in
-machine load hits both. The ratios are printed last.
+1. ``hf`` (transformers, fp32, per-row seeded sampling) and ``ct2`` (CTranslate2, int8, the default
+   backend) at 16 and at 64 rows per batch. Each mode's tokens/s is the median over ``--repeats``
+   runs, the modes alternating so a change in machine load hits all of them.
+2. llama.cpp's batched decoding (llama-cpp-python's low-level API over SmolLM2's Q4_1 GGUF, no
+   adapter — the adapter does not change the cost of a token): each prompt forwarded once, its KV
+   cache copied to its N sequences, then one ``llama_decode`` per step over every live sequence, each
+   with its own seeded top-k/temperature sampler. This is the second engine measured for the choice.
+3. ``--quality P``: pass@1 of ``hf`` and ``ct2`` on P arith problems (the engine must not make the
+   policy worse), with 95% Wilson intervals.
+
+The ratio of ``ct2`` to ``hf`` at 64 rows is printed last.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import ctypes
+import math
 import shlex
 import statistics
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from prmkit.envs import ArithConfig, ArithEnv  # noqa: E402
-from prmkit.envs._prompts import PromptBuilder  # noqa: E402
-from prmkit.policies import SamplingParams, get_policy  # noqa: E402
+from prmkit.envs import ArithConfig, ArithEnv
+from prmkit.envs._prompts import PromptBuilder
+from prmkit.policies import SamplingParams, get_policy
 
 
-def bench_hf(problems: int, n: int, max_tokens: int, repeats: int) -> float:
+def requests_for(problems: int, policy, start: int = 0):
     cfg = ArithConfig()
-    prompts = PromptBuilder("arith", shots=2, config=cfg)
-    requests = [prompts.request(p) for p in ArithEnv(cfg).problems(problems)]
+    prompts = PromptBuilder.for_policy(policy, config=cfg)
+    probs = ArithEnv(cfg).problems(start + problems)[start:]
+    return probs, [prompts.request(p, key=p.id) for p in probs]
+
+
+def timed(policy, requests, params) -> tuple[int, float, list]:
+    t0 = time.perf_counter()
+    out = policy.generate(requests, params)
+    seconds = time.perf_counter() - t0
+    return sum(c.num_tokens for row in out for c in row), seconds, out
+
+
+def bench_backends(problems: int, n: int, max_tokens: int, repeats: int) -> dict[str, float]:
+    hf = get_policy("hf", progress=False)
+    ct2 = get_policy("ct2", progress=False)
+    _, reqs = requests_for(problems, hf)
     params = SamplingParams(n=n, max_new_tokens=max_tokens, temperature=0.7, seed=0)
-    policy = get_policy("hf", progress=False)
-    policy.generate(requests[:1], SamplingParams(n=1, max_new_tokens=4))  # warm-up, caches
-    rates: dict[int, list[float]] = {16: [], 1: []}
-    texts: dict[int, list[str]] = {}
-    print(f"hf: {policy.model_id}, {problems} problems x {n} samples x <= {max_tokens} new tokens, "
-          f"2-shot arith prompt")
+    for pol in (hf, ct2):
+        pol.generate(reqs[:1], SamplingParams(n=1, max_new_tokens=4))  # warm-up, caches
+    print(f"{problems} problems x {n} samples x <= {max_tokens} new tokens, T 0.7, zero-shot arith prompt; "
+          f"hf: {hf.model_id} ({hf.describe()['dtype']}); ct2: {ct2.model_id} ({ct2.compute_type})")
+    rates: dict[str, list[float]] = {}
     for r in range(repeats):
-        for bs in (16, 1):
-            policy.batch_size = bs
-            t0 = time.perf_counter()
-            out = policy.generate(requests, params)
-            seconds = time.perf_counter() - t0
-            tokens = sum(c.num_tokens for row in out for c in row)
-            texts[bs] = [c.text for row in out for c in row]
-            rates[bs].append(tokens / seconds)
-            print(f"  repeat {r + 1} batch {bs:>2}: {tokens} tokens in {seconds:.1f} s = "
-                  f"{tokens / seconds:.1f} tokens/s")
-    if texts[16] != texts[1]:
-        print("  warning: batched and batch-1 texts differ (floating-point ties)")
-    batched, single = statistics.median(rates[16]), statistics.median(rates[1])
-    print(f"hf batch 16: {batched:.1f} tokens/s; batch 1: {single:.1f} tokens/s")
-    return batched / single
+        for bs in (16, 64):
+            for name, pol in (("hf", hf), ("ct2", ct2)):
+                pol.batch_size = bs
+                tokens, seconds, _ = timed(pol, reqs, params)
+                rates.setdefault(f"{name}@{bs}", []).append(tokens / seconds)
+                print(f"  repeat {r + 1} {name:>4} batch {bs:>2}: {tokens} tokens in {seconds:.1f} s = "
+                      f"{tokens / seconds:.1f} tokens/s", flush=True)
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    for k, v in med.items():
+        print(f"{k}: {v:.1f} tokens/s (median of {repeats})")
+    return med
 
 
-def bench_server(requests: int, max_tokens: int, repeats: int) -> float:
-    import generate_server as gs
+def _quiet_logger():
+    import llama_cpp as L
 
-    from prmkit.policies import GenerationRequest
-    from prmkit.policies._openai_compat import OpenAICompatPolicy
+    @L.llama_log_callback
+    def quiet(level, text, user_data):
+        pass
 
-    proc, base_url, log = gs.start_server(os.cpu_count() or 1, 2048)
-    try:
-        reqs = [GenerationRequest([{"role": "user", "content": f"Tell a short story about {t}."}],
-                                  key=f"story-{i}") for i, t in enumerate(gs.TOPICS)][:requests]
-        params = SamplingParams(max_new_tokens=max_tokens, temperature=0.7, seed=0)
-        seq = OpenAICompatPolicy(base_url, "smollm2", max_concurrency=1, timeout=600, progress=False)
-        par = OpenAICompatPolicy(base_url, "smollm2", max_concurrency=requests, timeout=600,
-                                 progress=False)
-        gs.run(seq, reqs[:1], SamplingParams(max_new_tokens=8, seed=0))
-        rates: dict[str, list[float]] = {"sequential": [], "parallel": []}
-        print(f"llama.cpp server: {requests} requests x {max_tokens} new tokens")
-        for r in range(repeats):
-            for mode, pol in (("sequential", seq), ("parallel", par)):
-                tokens, seconds = gs.run(pol, reqs, params)
-                rates[mode].append(tokens / seconds)
-                print(f"  repeat {r + 1} {mode:>10}: {tokens / seconds:.1f} tokens/s")
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        os.unlink(log)
-    s, p = statistics.median(rates["sequential"]), statistics.median(rates["parallel"])
-    print(f"server sequential: {s:.1f} tokens/s; parallel: {p:.1f} tokens/s")
-    return p / s
+    return quiet
+
+
+_QUIET = None
+
+
+def bench_llamacpp(problems: int, n: int, max_tokens: int, rows: int, threads: int = 2) -> float:
+    """Tokens/s of llama.cpp batched decoding, ``rows`` sequences at a time (see the docstring)."""
+    import llama_cpp as L
+
+    from prmkit.policies._hf import default_policy_model
+
+    global _QUIET
+    _QUIET = _QUIET or _quiet_logger()
+
+    folder, gguf = default_policy_model()
+    L.llama_log_set(_QUIET, ctypes.c_void_p())  # llama.cpp logs every tensor otherwise
+    L.llama_backend_init()
+    mp = L.llama_model_default_params()
+    model = L.llama_model_load_from_file(f"{folder}/{gguf}".encode(), mp)
+    vocab = L.llama_model_get_vocab(model)
+    hf = get_policy("ct2", progress=False)  # only for its tokenizer and prompt rendering
+    _, reqs = requests_for(problems, hf)
+    prompts = [hf.tokenizer(hf.render(r), add_special_tokens=False)["input_ids"] for r in reqs]
+    per_call = max(1, rows // n)
+    cp = L.llama_context_default_params()
+    cp.n_ctx = per_call * n * (max(map(len, prompts)) + max_tokens + 8)
+    cp.n_batch = cp.n_ubatch = max(512, max(map(len, prompts)))
+    cp.n_seq_max = per_call * n
+    cp.n_threads = cp.n_threads_batch = threads
+    cp.kv_unified = True
+    ctx = L.llama_init_from_model(model, cp)
+    mem = L.llama_get_memory(ctx)
+    eos = L.llama_vocab_eos(vocab)
+    batch = L.llama_batch_init(max(cp.n_batch, cp.n_seq_max), 0, cp.n_seq_max)
+    total_tokens, t0 = 0, time.perf_counter()
+    for start in range(0, len(prompts), per_call):
+        L.llama_memory_clear(mem, True)
+        group = prompts[start:start + per_call]
+        samplers, live = [], []  # live: [seq id, position, sampler, last token, generated]
+        for g, ids in enumerate(group):
+            base = g * n
+            batch.n_tokens = len(ids)
+            for j, t in enumerate(ids):
+                batch.token[j], batch.pos[j], batch.n_seq_id[j] = t, j, 1
+                batch.seq_id[j][0] = base
+                batch.logits[j] = j == len(ids) - 1
+            if L.llama_decode(ctx, batch) != 0:
+                raise RuntimeError("llama_decode failed on a prompt")
+            # Copy the prompt's cache to N sequences; each samples its first token from the prompt's
+            # last logits with its own seeded sampler.
+            for k in range(1, n):
+                L.llama_memory_seq_cp(mem, base, base + k, -1, -1)
+            for k in range(n):
+                chain = L.llama_sampler_chain_init(L.llama_sampler_chain_default_params())
+                L.llama_sampler_chain_add(chain, L.llama_sampler_init_top_k(50))
+                L.llama_sampler_chain_add(chain, L.llama_sampler_init_temp(0.7))
+                L.llama_sampler_chain_add(chain, L.llama_sampler_init_dist(1000 * start + base + k))
+                samplers.append(chain)
+                tok = L.llama_sampler_sample(chain, ctx, len(ids) - 1)
+                total_tokens += 1
+                if tok != eos:
+                    live.append([base + k, len(ids), chain, tok, 1])
+        while live:
+            batch.n_tokens = len(live)
+            for j, s in enumerate(live):
+                batch.token[j], batch.pos[j], batch.n_seq_id[j] = s[3], s[1], 1
+                batch.seq_id[j][0] = s[0]
+                batch.logits[j] = True
+            if L.llama_decode(ctx, batch) != 0:
+                raise RuntimeError("llama_decode failed")
+            nxt = []
+            for j, s in enumerate(live):
+                tok = L.llama_sampler_sample(s[2], ctx, j)
+                total_tokens += 1
+                s[1] += 1
+                s[4] += 1
+                if tok != eos and s[4] < max_tokens:
+                    s[3] = tok
+                    nxt.append(s)
+            live = nxt
+        for chain in samplers:
+            L.llama_sampler_free(chain)
+    seconds = time.perf_counter() - t0
+    L.llama_batch_free(batch)
+    L.llama_free(ctx)
+    L.llama_model_free(model)
+    rate = total_tokens / seconds
+    print(f"llama.cpp batched ({rows} rows, {threads} threads, Q4_1): {total_tokens} tokens in {seconds:.1f} s "
+          f"= {rate:.1f} tokens/s", flush=True)
+    return rate
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    p = k / n
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return c - h, c + h
+
+
+def bench_quality(problems: int, n: int) -> None:
+    from prmkit.data import answers_equal, extract_answer
+
+    for name in ("hf", "ct2"):
+        pol = get_policy(name, progress=False, batch_size=64)
+        probs, reqs = requests_for(problems, pol, start=10_000)
+        params = SamplingParams(n=n, max_new_tokens=96, temperature=0.7, seed=0)
+        tokens, seconds, out = timed(pol, reqs, params)
+        right = sum(answers_equal(extract_answer(c.text), p.answer) for p, row in zip(probs, out, strict=True)
+                    for c in row)
+        total = problems * n
+        lo, hi = wilson(right, total)
+        print(f"pass@1 {name}: {right}/{total} = {right / total:.1%} [{lo:.1%}, {hi:.1%}] "
+              f"({tokens / seconds:.1f} tokens/s)", flush=True)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--problems", type=int, default=2)
-    ap.add_argument("-n", type=int, default=8, help="samples per problem (hf)")
+    ap.add_argument("--problems", type=int, default=8)
+    ap.add_argument("-n", type=int, default=8, help="samples per problem")
     ap.add_argument("--max-tokens", type=int, default=48)
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--skip-server", action="store_true")
+    ap.add_argument("--skip-llamacpp", action="store_true")
+    ap.add_argument("--quality", type=int, default=0, metavar="P", help="pass@1 on P arith problems")
+    ap.add_argument("--quality-n", type=int, default=4, help="samples per problem for --quality")
     args = ap.parse_args()
     command = shlex.join(["python", "benchmarks/generate.py", *sys.argv[1:]])
-    hf_ratio = bench_hf(args.problems, args.n, args.max_tokens, args.repeats)
-    server_ratio = None if args.skip_server else bench_server(8, 64, args.repeats)
+    med = bench_backends(args.problems, args.n, args.max_tokens, args.repeats)
+    if not args.skip_llamacpp:
+        for rows in (16, 64):
+            bench_llamacpp(args.problems, args.n, args.max_tokens, rows)
+    if args.quality:
+        bench_quality(args.quality, args.quality_n)
     print(f"reproduce: {command}")
-    print(f"ratio hf batched/batch-1: {hf_ratio:.2f}")
-    if server_ratio is not None:
-        print(f"ratio server parallel/sequential: {server_ratio:.2f}")
+    print(f"ratio ct2/hf at 16 rows: {med['ct2@16'] / med['hf@16']:.2f}")
+    print(f"ratio ct2/hf at 64 rows: {med['ct2@64'] / med['hf@64']:.2f}")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,9 @@ def generate(
         help="A dataset file of problems with reference answers (GSM8K, MATH-500, ...).")] = None,
     data_format: Annotated[str | None, typer.Option(
         "--data-format", help="Format of --data (detected when omitted).")] = None,
-    policy: Annotated[str, typer.Option(help="Backend: hf, openai_compat, scripted.")] = "hf",
+    policy: Annotated[str | None, typer.Option(
+        help="Backend: ct2, hf, openai_compat, scripted (default: ct2 where ctranslate2 is installed, "
+             "else hf).")] = None,
     policy_arg: Annotated[list[str] | None, typer.Option(
         "--policy-arg", "-p", help="Backend argument KEY=VALUE, e.g. -p model=HuggingFaceTB/SmolLM2-1.7B-Instruct "
         "or -p base_url=http://127.0.0.1:8000/v1 -p model=qwen. Repeatable.")] = None,
@@ -39,14 +41,15 @@ def generate(
     top_p: Annotated[float, typer.Option(help="Nucleus sampling mass.")] = 1.0,
     max_new_tokens: Annotated[int, typer.Option(help="Longest completion, in tokens.")] = 128,
     seed: Annotated[int, typer.Option(help="Sampling seed (per problem and sample).")] = 0,
-    batch_size: Annotated[int, typer.Option(help="hf: sequences per forward batch.")] = 32,
+    batch_size: Annotated[int | None, typer.Option(
+        help="Local backends: rows decoded together (default: ct2 64, hf 32).")] = None,
     problems_per_call: Annotated[int, typer.Option(help="Problems sent to the backend at once.")] = 4,
     no_labels: Annotated[bool, typer.Option("--no-labels", help="Skip symbolic step labels.")] = False,
     overwrite: Annotated[bool, typer.Option(help="Start afresh instead of resuming.")] = False,
 ) -> None:
     """Sample N traces per problem: steps split, answer extracted, outcome checked, symbolic labels.
 
-    Example: prmkit generate --env arith --policy hf -n 8 --problems 50 -o traces.jsonl
+    Example: prmkit generate --env arith -n 8 --problems 50 -o traces.jsonl
     A rerun with the same arguments skips the problems already in the file.
     """
     from prmkit.envs._prompts import PromptBuilder
@@ -77,14 +80,17 @@ def generate(
                   soft_wrap=True)
 
 
-def load_policy(policy: str, policy_arg: list[str] | None, batch_size: int):
-    """The ``--policy`` backend with its ``-p KEY=VALUE`` arguments (``hf``: ``--batch-size``, no
-    per-batch progress bar); shared by ``generate`` and ``search``."""
-    from prmkit.policies import get_policy
+def load_policy(policy: str | None, policy_arg: list[str] | None, batch_size: int | None):
+    """The ``--policy`` backend (None: :func:`~prmkit.policies.default_backend`) with its
+    ``-p KEY=VALUE`` arguments (local backends: ``--batch-size`` where given, no per-batch progress
+    bar); shared by ``generate`` and ``search``."""
+    from prmkit.policies import default_backend, get_policy
 
+    policy = policy or default_backend()
     kwargs = parse_options(policy_arg)
-    if policy == "hf":
-        kwargs.setdefault("batch_size", batch_size)
+    if policy in ("hf", "ct2"):
+        if batch_size is not None:
+            kwargs.setdefault("batch_size", batch_size)
         kwargs.setdefault("progress", False)
     return get_policy(policy, **kwargs)
 

@@ -45,8 +45,9 @@ def label(
     out: Annotated[Path, typer.Argument(metavar="OUT", help="Labelled traces (prmkit JSONL).")],
     method: Annotated[str, typer.Option(
         "--method", "-m", help="mc, binary, advantage, judge, consensus or symbolic.")] = "mc",
-    policy: Annotated[str, typer.Option(
-        help="Rollout policy: a backend (hf, openai_compat, scripted) or module:attr.")] = "hf",
+    policy: Annotated[str | None, typer.Option(
+        help="Rollout policy: a backend (ct2, hf, openai_compat, scripted) or module:attr (default: ct2 "
+             "where ctranslate2 is installed, else hf).")] = None,
     policy_arg: Annotated[list[str] | None, typer.Option(
         "--policy-arg", "-p", help="Policy argument KEY=VALUE (repeatable).")] = None,
     judge_policy: Annotated[str | None, typer.Option(
@@ -98,13 +99,15 @@ def label(
     from prmkit.cli._data import parse_options
     from prmkit.labelers import PolicySpec, get_labeler, label_file
     from prmkit.labelers._run import default_store_path
+    from prmkit.policies import default_backend
 
     if method not in METHODS:
         raise PrmkitError(f"unknown --method {method!r}; one of {', '.join(METHODS)}")
 
-    def spec(name: str, args: list[str] | None) -> PolicySpec:
+    def spec(name: str | None, args: list[str] | None) -> PolicySpec:
+        name = name or default_backend()
         kwargs = parse_options(args)
-        if name == "hf":
+        if name in ("hf", "ct2"):
             kwargs.setdefault("progress", False)  # one progress bar: the labeling one
         return PolicySpec(name, kwargs)
 

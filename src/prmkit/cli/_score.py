@@ -213,7 +213,9 @@ def search(
     ops: Annotated[str, typer.Option(help="arith: operations to draw from.")] = "+-*",
     max_operand: Annotated[int, typer.Option(help="arith: largest number in a problem.")] = 20,
     env_seed: Annotated[int, typer.Option(help="arith: which problem set.")] = 0,
-    policy: Annotated[str, typer.Option(help="Backend: hf, openai_compat, scripted.")] = "hf",
+    policy: Annotated[str | None, typer.Option(
+        help="Backend: ct2, hf, openai_compat, scripted (default: ct2 where ctranslate2 is installed, "
+             "else hf).")] = None,
     policy_arg: Annotated[list[str] | None, typer.Option(
         "--policy-arg", "-p", help="Policy argument KEY=VALUE (repeatable).")] = None,
     beam_width: Annotated[int, typer.Option(help="beam: paths kept per round.")] = 4,
@@ -251,7 +253,7 @@ def search(
         raise PrmkitError(f"unknown --method {method!r}; one of {', '.join(SEARCHES)}")
     items, cfg = _problems(env, data, data_format, problems, start, steps, ops, max_operand, env_seed)
     sc = _scorer(model, scorer, scorer_arg, batch_size)
-    pol = load_policy(policy, policy_arg, batch_size)
+    pol = load_policy(policy, policy_arg, batch_size if policy == "hf" else None)
     prompts = PromptBuilder.for_policy(pol, config=cfg, source=data_format, shots=shots)
     settings: dict[str, Any] = {"lookahead": lookahead, "max_depth": max_depth, "aggregate": aggregate,
                                 "step_tokens": step_tokens, "temperature": temperature, "top_p": top_p,

@@ -21,7 +21,7 @@ from prmkit._registry import Registry
 from prmkit.errors import PrmkitError
 
 __all__ = ["SamplingParams", "GenerationRequest", "Completion", "Policy", "POLICIES", "get_policy",
-           "register_policy", "derive_seed", "apply_stop"]
+           "register_policy", "derive_seed", "apply_stop", "default_backend"]
 
 
 @dataclass(frozen=True)
@@ -120,9 +120,19 @@ def apply_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
 #: name -> "module:attr" of the policy class.
 POLICIES = Registry("policy backend", {
     "hf": "prmkit.policies._hf:HFPolicy",
+    "ct2": "prmkit.policies._ct2:CT2Policy",
     "openai_compat": "prmkit.policies._openai_compat:OpenAICompatPolicy",
     "scripted": "prmkit.policies._scripted:ScriptedPolicy",
 })
+
+
+def default_backend() -> str:
+    """The local backend used when none is named: ``ct2`` (CTranslate2, int8) where ``ctranslate2``
+    is installed — several times the tokens/s of ``hf`` on CPU (``benchmarks/generate.py``) — else
+    ``hf``."""
+    import importlib.util
+
+    return "ct2" if importlib.util.find_spec("ctranslate2") is not None else "hf"
 
 
 def register_policy(name: str, target: str) -> None:

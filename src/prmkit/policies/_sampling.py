@@ -115,22 +115,31 @@ def sample_traces(problems: Sequence[Problem], policy: Policy, out: str | os.Pat
 
     Problems already complete in ``out`` are skipped (resume); ``overwrite`` starts afresh. Each
     trace's provenance records the policy, sampling parameters, seed and prompt.
+
+    Problems go to the policy in fixed chunks of ``problems_per_call`` (by position in ``problems``),
+    and a chunk with any problem left is asked for whole, only its missing problems written: the
+    requests of every call are then the same in a resumed run as in an uninterrupted one, which is
+    what a backend that is deterministic per call but not batch invariant (``ct2``) needs for a
+    resumed run to reproduce an uninterrupted one exactly.
     """
     out = Path(out)
     if overwrite and out.exists():
         out.unlink()
     done, dropped = _existing(out, params.n)
     report = SampleReport(problems=len(problems), dropped_partial=dropped)
-    todo = [p for p in problems if _pid(p) not in done]
-    report.skipped_done = len(problems) - len(todo)
+    chunks = [list(problems[i:i + problems_per_call]) for i in range(0, len(problems), problems_per_call)]
+    chunks = [c for c in chunks if any(_pid(p) not in done for p in c)]
+    todo = sum(_pid(p) not in done for c in chunks for p in c)
+    report.skipped_done = len(problems) - todo
     prov = {"policy": policy.describe(), "sampling": params.to_dict(), "prompt": prompts.describe(),
             "splitter": splitter}
-    with progress_bar(len(todo), "problems", enabled=progress, transient=False) as advance, \
+    with progress_bar(todo, "problems", enabled=progress, transient=False) as advance, \
             TraceWriter(out, append=True) as w:
-        for start in range(0, len(todo), problems_per_call):
-            chunk = todo[start:start + problems_per_call]
+        for chunk in chunks:
             results = policy.generate([prompts.request(p, key=_pid(p)) for p in chunk], params)
             for p, comps in zip(chunk, results, strict=True):
+                if _pid(p) in done:
+                    continue
                 traces = []
                 for k, c in enumerate(comps):
                     t = completion_to_trace(p, c, trace_id=f"{_pid(p)}#{k}",
@@ -145,7 +154,7 @@ def sample_traces(problems: Sequence[Problem], policy: Policy, out: str | os.Pat
                     report.finish[c.finish_reason] += 1
                 if on_problem:
                     on_problem(p, traces)
-            advance(len(chunk))
+                advance(1)
     return report
 
 

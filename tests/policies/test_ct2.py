@@ -1,0 +1,135 @@
+"""The ct2 backend (CTranslate2) on a tiny local model converted once: determinism for the same batch
+plan, batch invariance when asked, prefix continuation equal to hf, stops, resume, conversion cache."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from prmkit.envs import ArithConfig, ArithEnv
+from prmkit.envs._prompts import PromptBuilder
+from prmkit.policies import GenerationRequest, SamplingParams, default_backend, get_policy
+from prmkit.policies._sampling import sample_traces
+
+pytest.importorskip("torch")
+pytest.importorskip("ctranslate2")
+
+
+def req(text, key, prefix=""):
+    return GenerationRequest([{"role": "user", "content": text}], prefix=prefix, key=key)
+
+
+REQS = [req("Tom has 3 apples.", "a"), req("She gives away 4: 12 - 4 =", "b", prefix="Step 1:"),
+        req("2 * 3", "c")]
+SP = SamplingParams(n=3, max_new_tokens=12, temperature=1.0, seed=7)
+
+
+def texts(out):
+    return [[c.text for c in row] for row in out]
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    old = os.environ.get("PRMKIT_CACHE")
+    os.environ["PRMKIT_CACHE"] = str(tmp_path_factory.mktemp("prmkit_cache"))
+    yield os.environ["PRMKIT_CACHE"]
+    if old is None:
+        os.environ.pop("PRMKIT_CACHE")
+    else:
+        os.environ["PRMKIT_CACHE"] = old
+
+
+@pytest.fixture(scope="module")
+def policy(tiny_lm, cache):
+    return get_policy("ct2", model=tiny_lm, compute_type="float32", batch_size=4, progress=False)
+
+
+def test_conversion_is_cached_by_content(tiny_lm, policy, cache):
+    folders = os.listdir(os.path.join(cache, "ct2"))
+    assert len(folders) == 1 and not folders[0].startswith(".tmp")
+    again = get_policy("ct2", model=tiny_lm, compute_type="float32", progress=False)
+    assert again.folder == policy.folder
+    meta = json.loads(open(os.path.join(policy.folder, "prmkit_ct2.json")).read())
+    assert meta["quantization"] == "float32"
+    # An int8 model is another conversion (another key), not the float32 one reused.
+    q = get_policy("ct2", model=tiny_lm, compute_type="int8", progress=False)
+    assert q.folder != policy.folder and len(os.listdir(os.path.join(cache, "ct2"))) == 2
+
+
+def test_same_batch_plan_same_completions(policy):
+    a, b = policy.generate(REQS, SP), policy.generate(REQS, SP)
+    assert texts(a) == texts(b)
+    # A random model sampled at temperature 1: not all the same text.
+    assert len({c.text for row in a for c in row}) > 3
+
+
+def test_seed_changes_completions(policy):
+    a = policy.generate(REQS, SP)
+    c = policy.generate(REQS, SamplingParams(n=3, max_new_tokens=12, temperature=1.0, seed=8))
+    assert texts(a) != texts(c)
+
+
+def test_batch_invariant_mode_equals_one_at_a_time(tiny_lm, cache):
+    pol = get_policy("ct2", model=tiny_lm, compute_type="float32", batch_invariant=True, progress=False)
+    together = pol.generate(REQS, SP)
+    alone = [pol.generate([r], SP)[0] for r in reversed(REQS)][::-1]
+    assert texts(together) == texts(alone)
+
+
+def test_greedy_prefix_continuation_equals_hf(policy, tiny_lm):
+    """At float32 and temperature 0, ct2 continues each prompt + prefix exactly as transformers does."""
+    hf = get_policy("hf", model=tiny_lm, batch_size=4, progress=False)
+    sp = SamplingParams(n=2, max_new_tokens=10, temperature=0)
+    ours, theirs = policy.generate(REQS, sp), hf.generate(REQS, sp)
+    assert texts(ours) == texts(theirs)
+    assert [[c.num_tokens for c in r] for r in ours] == [[c.num_tokens for c in r] for r in theirs]
+    assert policy.render(REQS[1]).endswith("Step 1:")
+    assert ours[1][0].prompt_tokens == len(policy.tokenizer(policy.render(REQS[1]),
+                                                            add_special_tokens=False)["input_ids"])
+
+
+def test_stop_strings_and_lengths(policy):
+    sp = SamplingParams(n=3, max_new_tokens=20, temperature=1.0, seed=3, stop=(" ",))
+    for row in policy.generate(REQS, sp):
+        for c in row:
+            assert " " not in c.text
+            assert c.finish_reason in ("stop", "length") and c.num_tokens <= 20
+    out = policy.generate(REQS[:1], SamplingParams(n=2, max_new_tokens=5, temperature=1.0, seed=1))
+    for c in out[0]:
+        assert c.num_tokens <= 5 and (c.finish_reason == "stop" or c.num_tokens == 5)
+
+
+def test_resumed_file_equals_uninterrupted(tmp_path, policy):
+    """ct2 is deterministic per call, not batch invariant: sample_traces keeps the calls of a resumed
+    run the same as an uninterrupted one's, so the files are equal."""
+    cfg = ArithConfig(steps=2, ops=("+", "-"), seed=3)
+    problems = ArithEnv(cfg).problems(5)
+    kw = dict(params=SamplingParams(n=3, max_new_tokens=12, temperature=1.0, seed=11),
+              prompts=PromptBuilder("arith", shots=1, config=cfg), progress=False, problems_per_call=2)
+    full, part = tmp_path / "full.jsonl", tmp_path / "part.jsonl"
+    sample_traces(problems, policy, full, **kw)
+    sample_traces(problems[:3], policy, part, **kw)  # "interrupted" mid-chunk: problem 3 not done
+    lines = part.read_text().splitlines(keepends=True)
+    part.write_text("".join(lines[:-2]))  # and problem 2 only partly written
+    sample_traces(problems, policy, part, **kw)
+
+    def strip(path):
+        rows = [json.loads(x) for x in path.read_text().splitlines()]
+        for r in rows:
+            r.pop("provenance")
+        return sorted(rows, key=lambda r: r["id"])
+
+    assert strip(part) == strip(full)
+
+
+def test_default_backend_is_ct2_where_installed():
+    assert default_backend() == "ct2"
+
+
+def test_bad_compute_type_is_refused(tiny_lm, cache):
+    from prmkit.errors import PrmkitError
+
+    with pytest.raises(PrmkitError, match="compute_type"):
+        get_policy("ct2", model=tiny_lm, compute_type="int3")
