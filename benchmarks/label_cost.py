@@ -1,8 +1,9 @@
 """Labeling cost: binary search for the first error against linear Monte Carlo, on the same traces.
 
-    python benchmarks/label_cost.py                       # SmolLM2 (the default hf policy), 8 traces, k=4
+    python benchmarks/label_cost.py                       # SmolLM2 (the default policy), 8 traces, k=4
     python benchmarks/label_cost.py --traces 32 --k 8     # bigger
     python benchmarks/label_cost.py --quick               # a fake policy, seconds, no model
+    python benchmarks/label_cost.py --compare-backends    # Monte Carlo rollouts/s: ct2 against hf
 
 1. Traces: ``--traces`` problems of the built-in ``arith`` environment (``--steps`` operations), one
    sampled solution each from the policy (``prmkit generate``'s sampling: seeded, steps one per line,
@@ -14,6 +15,10 @@
    "none", equals the symbolic one), step agreement (labelled steps whose verdict equals the symbolic
    verdict; ``mc`` uses ``mc_hard``), coverage (steps labelled), rollouts and tokens per trace, and wall
    time. The ratio of rollouts is printed last, after the command that reproduces the run.
+
+``--compare-backends`` instead labels the same SmolLM2 traces with ``mc`` twice, once with the ``hf``
+backend and once with ``ct2`` (fresh stores, same ``k``, seed and token limit), prints rollouts/s and
+the labels' agreement with the symbolic ones for each, and the ratio of rollouts/s (ct2 / hf) last.
 
 ``--quick`` replaces the model with a fake policy that continues a prefix correctly with probability
 0.7 when every step so far is right (by the symbolic checker) and 0.05 otherwise, on reference
@@ -36,7 +41,14 @@ from typing import Any
 from prmkit.envs import ArithConfig, ArithEnv, SymbolicChecker
 from prmkit.envs._prompts import PromptBuilder
 from prmkit.labelers import LabelStore, PolicySpec, get_labeler
-from prmkit.policies import Completion, GenerationRequest, SamplingParams, derive_seed, get_policy
+from prmkit.policies import (
+    Completion,
+    GenerationRequest,
+    SamplingParams,
+    default_backend,
+    derive_seed,
+    get_policy,
+)
 from prmkit.policies._sampling import completion_to_trace, sample_traces
 from prmkit.trace import Problem, Trace, binarize, read_traces
 
@@ -108,6 +120,28 @@ def evaluate(traces: Sequence[Trace], source: str, threshold: float = 0.5) -> di
             "coverage": labelled / max(1, steps)}
 
 
+def compare_backends(traces: Sequence[Trace], args: argparse.Namespace, tmp: Path) -> None:
+    """Monte Carlo labels of the same traces with each local backend: rollouts/s, agreement."""
+    rates = {}
+    for backend in ("hf", "ct2"):
+        policy = get_policy(backend, progress=False)
+        labelled = copy.deepcopy(traces)
+        with LabelStore(tmp / f"speed-{backend}.sqlite") as store, \
+                get_labeler("mc", policy=policy, k=args.k, seed=args.seed,
+                            max_new_tokens=args.max_new_tokens) as labeler:
+            t0 = time.perf_counter()
+            report = labeler.label(labelled, store=store)
+            seconds = time.perf_counter() - t0
+        q = evaluate(labelled, "mc_hard")
+        rates[backend] = report.rollouts / seconds
+        print(f"{backend:>4}: {report.rollouts} rollouts, {report.tokens} tokens in {seconds:.1f} s = "
+              f"{rates[backend]:.2f} rollouts/s, {report.tokens / seconds:.1f} tokens/s; mc_hard vs symbolic: "
+              f"step agreement {q['agreement']:.3f}, first-error acc {q['first_error_acc']:.3f}", flush=True)
+        del policy
+    print(f"\nreproduce: {shlex.join(['python', 'benchmarks/label_cost.py', *sys.argv[1:]])}")
+    print(f"ratio rollouts/s ct2/hf: {rates['ct2'] / rates['hf']:.2f}")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--traces", type=int, default=None, help="problems, one trace each (8; quick 40)")
@@ -120,6 +154,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--workers", type=int, default=0,
                     help="hf: generate in N worker processes (each loads the model); 0 = here")
     ap.add_argument("--quick", action="store_true", help="a fake policy instead of SmolLM2")
+    ap.add_argument("--compare-backends", action="store_true",
+                    help="Monte Carlo rollouts/s of the ct2 backend against hf on the same traces")
+    ap.add_argument("--policy", default=None, help="backend for sampling and labeling (default: ct2 "
+                    "where installed, else hf)")
     ap.add_argument("--all", action="store_true",
                     help="also advantage, judge (the policy as its own judge) and consensus, for the quality table")
     args = ap.parse_args(argv)
@@ -133,7 +171,7 @@ def main(argv: list[str] | None = None) -> None:
         policy: Any = FakeArithPolicy(problems)
         traces = quick_traces(problems, args.seed)
     else:
-        policy = get_policy("hf", progress=False)
+        policy = get_policy(args.policy or default_backend(), progress=False)
         shots = policy.prompt_shots if policy.prompt_shots is not None else 2
         sample_traces(problems, policy, tmp / "traces.jsonl", prompts=PromptBuilder("arith", shots, config=cfg),
                       params=SamplingParams(n=1, max_new_tokens=args.max_new_tokens, temperature=0.7,
@@ -141,8 +179,11 @@ def main(argv: list[str] | None = None) -> None:
         traces = list(read_traces(tmp / "traces.jsonl"))
         if args.workers:
             del policy  # workers load their own copy
-            policy = PolicySpec("hf", {"progress": False})
+            policy = PolicySpec(args.policy or default_backend(), {"progress": False})
     sample_s = time.perf_counter() - t0
+    if args.compare_backends:
+        del policy
+        return compare_backends(traces, args, tmp)
     wrong = sum(t.first_error("symbolic") != -1 for t in traces)
     model = getattr(policy, "model_id", "hf")
     print(f"policy {model}; {len(traces)} traces of arith ({args.steps} steps, seed {args.env_seed}), "

@@ -26,7 +26,7 @@ import json
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,9 @@ class DemoConfig:
     env_seed: int = 0
     seed: int = 0
     max_new_tokens: int = 80
+    #: Policy backend (ct2 where CTranslate2 is installed, else hf); recorded so a run with another
+    #: backend is not resumed into this one.
+    policy: str = field(default_factory=lambda: _default_backend())
     mc_traces: int = 8               #: traces that also get Monte Carlo labels
     mc_k: int = 4                    #: rollouts per step prefix
     backbone: str = "minilm"         #: PRM / ORM backbone (a prmkit alias, path or hub id)
@@ -62,6 +65,12 @@ class DemoConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def _default_backend() -> str:
+    from prmkit.policies import default_backend
+
+    return default_backend()
 
 
 #: ``full`` fits 15 minutes on 2 CPU cores; ``quick`` 3 minutes (CI runs it).
@@ -160,7 +169,7 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
     def get_pol():
         nonlocal policy
         if policy is None:
-            policy = get_policy("hf", batch_size=64, progress=False)
+            policy = get_policy(cfg.policy, batch_size=64, progress=False)
         return policy
 
     def sample() -> None:
@@ -169,7 +178,7 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
                                 seed=cfg.seed)
         sample_traces(problems, pol, samples, params=params,
                       prompts=PromptBuilder.for_policy(pol, config=env_cfg),
-                      problems_per_call=max(1, 64 // cfg.n))
+                      problems_per_call=max(1, 128 // cfg.n))
 
     if not st.done("sample"):
         st.run("sample (SmolLM2, symbolic step labels)", sample)

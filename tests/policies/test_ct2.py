@@ -133,3 +133,42 @@ def test_bad_compute_type_is_refused(tiny_lm, cache):
 
     with pytest.raises(PrmkitError, match="compute_type"):
         get_policy("ct2", model=tiny_lm, compute_type="int3")
+
+
+def _mc_traces():
+    from prmkit.trace import Problem, Step, Trace
+
+    out = []
+    for i, body in enumerate([["3 + 5 = 8", "8 * 2 = 16"], ["12 - 4 = 8", "8 + 1 = 10"]]):
+        text, steps, at = "\n".join(body), [], 0
+        for s in body:
+            steps.append(Step(s, span=(at, at + len(s))))
+            at += len(s) + 1
+        out.append(Trace(id=f"t{i}", problem=Problem(f"Problem {i}: compute.", answer="16", id=f"p{i}"),
+                         steps=steps, final_answer=None))
+    return out
+
+
+def _labels(traces):
+    return [[(lab.source, lab.value) for s in t.steps for lab in s.labels] for t in traces]
+
+
+def test_mc_labels_batched_equal_one_at_a_time_when_batch_invariant(tiny_lm, cache):
+    """Monte Carlo rollouts through ct2: with batch_invariant=True the inline executor's batching
+    (16 requests per call) gives the labels one request per call gives; packed, the same run twice
+    gives the same labels."""
+    from prmkit.labelers import get_labeler
+
+    pol = get_policy("ct2", model=tiny_lm, compute_type="float32", batch_invariant=True, progress=False)
+    batched, single = _mc_traces(), _mc_traces()
+    get_labeler("mc", policy=pol, k=3, seed=2, max_new_tokens=8).label(batched)
+    pol.request_batch = 1
+    get_labeler("mc", policy=pol, k=3, seed=2, max_new_tokens=8).label(single)
+    assert _labels(batched) == _labels(single)
+    assert all(lab for t in _labels(batched) for lab in t)
+
+    packed = get_policy("ct2", model=tiny_lm, compute_type="float32", progress=False)
+    a, b = _mc_traces(), _mc_traces()
+    get_labeler("mc", policy=packed, k=3, seed=2, max_new_tokens=8).label(a)
+    get_labeler("mc", policy=packed, k=3, seed=2, max_new_tokens=8).label(b)
+    assert _labels(a) == _labels(b)

@@ -243,54 +243,85 @@ class CT2Policy:
 
     def _generate(self, requests: Sequence[GenerationRequest], params: SamplingParams,
                   seed: int | None, advance: Any) -> list[list[Completion]]:
+        """``params.n`` completions for each of ``requests``, from one generator seeded with ``seed``.
+
+        Requests are sorted by prompt length (a stable sort of this call's requests, so the plan is a
+        function of the requests alone) and cut into chunks of about ``batch_size`` rows. Without
+        stop strings a request is one example with ``num_hypotheses = n``: its prompt and prefix are
+        forwarded once and the KV cache shared by its n rows. With stop strings each row is its own
+        example, so a callback can end the row whose text reaches a stop string (CTranslate2 ends a
+        whole example from the callback, not one of its hypotheses)."""
         tok = self.tokenizer
         ids = [tok(self.render(r), add_special_tokens=False)["input_ids"] for r in requests]
         for r, row in zip(requests, ids, strict=True):
             if not row:
                 raise PrmkitError(f"request {r.key!r}: the prompt renders to no tokens")
-        rows = [(i, k) for i in range(len(requests)) for k in range(params.n)]
-        start_tokens = [tok.convert_ids_to_tokens(ids[i]) for i, _ in rows]
-        stop = [s for s in params.stop if s]
-        texts: dict[int, list[int]] = {}
-        stopped: set[int] = set()
-
-        def on_token(step: Any) -> bool:
-            # Called for each generated token: finished rows move the progress bar, and a row whose
-            # decoded text reaches a stop string is ended here instead of running to max_new_tokens.
-            if step.is_last:
-                advance(1)
-                return False
-            if not stop:
-                return False
-            seq = texts.setdefault(step.batch_id, [])
-            seq.append(step.token_id)
-            tail = tok.decode(seq[-16:], skip_special_tokens=True)
-            if any(s in tail for s in stop) or (len(seq) > 16 and any(
-                    s in tok.decode(seq, skip_special_tokens=True) for s in stop if len(s) > 8)):
-                stopped.add(step.batch_id)
-                advance(1)
-                return True
-            return False
-
-        kwargs: dict[str, Any] = {"max_batch_size": self.batch_size, "max_length": params.max_new_tokens,
-                                  "include_prompt_in_result": False, "end_token": self._end_tokens,
-                                  "callback": on_token}
+        order = sorted(range(len(requests)), key=lambda i: len(ids[i]))
+        stop = tuple(s for s in params.stop if s)
+        kwargs: dict[str, Any] = {"max_length": params.max_new_tokens, "include_prompt_in_result": False,
+                                  "end_token": self._end_tokens}
         if params.temperature > 0:
             kwargs.update(sampling_topk=0, sampling_topp=params.top_p,
                           sampling_temperature=params.temperature)
         else:
             kwargs.update(sampling_topk=1)
+        raw: dict[int, list[tuple[list[int], bool]]] = {i: [] for i in range(len(requests))}
         with self._lock:
             generator = self._generator_for_seed(
                 seed if seed is not None else int.from_bytes(os.urandom(4), "little"))
-            results = generator.generate_batch(start_tokens, **kwargs)
+            if not stop:
+                per_chunk = max(1, self.batch_size // params.n)
+                for c in range(0, len(order), per_chunk):
+                    chunk = order[c:c + per_chunk]
+                    # Greedy decoding gives one hypothesis, the same for every sample.
+                    hyps = params.n if params.temperature > 0 else 1
+                    results = generator.generate_batch(
+                        [tok.convert_ids_to_tokens(ids[i]) for i in chunk], num_hypotheses=hyps,
+                        **kwargs)
+                    for i, res in zip(chunk, results, strict=True):
+                        seqs = list(res.sequences_ids) * (params.n // hyps)
+                        raw[i] = [(list(seq), False) for seq in seqs]
+                    advance(len(chunk) * params.n)
+            else:
+                rows = [i for i in order for _ in range(params.n)]
+                for c in range(0, len(rows), self.batch_size):
+                    chunk = rows[c:c + self.batch_size]
+                    stopped: set[int] = set()
+                    results = generator.generate_batch(
+                        [tok.convert_ids_to_tokens(ids[i]) for i in chunk],
+                        callback=_StopWatch(tok, stop, stopped), **kwargs)
+                    for b, (i, res) in enumerate(zip(chunk, results, strict=True)):
+                        raw[i].append((list(res.sequences_ids[0]), b in stopped))
+                    advance(len(chunk))
             del generator
         out: list[list[Completion]] = [[] for _ in requests]
-        for b, ((i, _), res) in enumerate(zip(rows, results, strict=True)):
-            tokens = res.sequences_ids[0]
-            ended = len(tokens) < params.max_new_tokens or b in stopped
-            text = tok.decode(tokens, skip_special_tokens=True)
-            text, hit = apply_stop(text, params.stop)
-            finish = "stop" if ended or hit else "length"
-            out[i].append(Completion(text, finish, num_tokens=len(tokens), prompt_tokens=len(ids[i])))
+        for i, samples in raw.items():
+            for tokens, was_stopped in samples:
+                text = tok.decode(tokens, skip_special_tokens=True)
+                text, hit = apply_stop(text, params.stop)
+                ended = was_stopped or hit or len(tokens) < params.max_new_tokens
+                out[i].append(Completion(text, "stop" if ended else "length", num_tokens=len(tokens),
+                                         prompt_tokens=len(ids[i])))
         return out
+
+
+class _StopWatch:
+    """A CTranslate2 step callback that ends a row once its decoded text holds a stop string."""
+
+    def __init__(self, tokenizer: Any, stop: tuple[str, ...], stopped: set[int]) -> None:
+        self.tokenizer, self.stop, self.stopped = tokenizer, stop, stopped
+        self.tokens: dict[int, list[int]] = {}
+        self.longest = max(len(s) for s in stop)
+
+    def __call__(self, step: Any) -> bool:
+        if step.is_last:
+            return False
+        seq = self.tokens.setdefault(step.batch_id, [])
+        seq.append(step.token_id)
+        # A stop string ending in this token lies within the last few tokens' text (a token is at
+        # least one character, so ``longest`` tokens hold it; one more for a partial character).
+        tail = self.tokenizer.decode(seq[-(self.longest + 1):], skip_special_tokens=True)
+        if any(s in tail for s in self.stop):
+            self.stopped.add(step.batch_id)
+            return True
+        return False
