@@ -11,6 +11,7 @@ import importlib.util
 import json
 import os
 import socket
+import signal
 import subprocess
 import sys
 import threading
@@ -493,6 +494,7 @@ def llama_server(tmp_path_factory):
     base_url = f"http://127.0.0.1:{port}/v1"
     try:
         _wait_until_ready(proc, base_url, log, limit=60.0)
+        _probe_decoding(proc, base_url)
         yield base_url
     finally:
         proc.terminate()
@@ -519,6 +521,31 @@ def _wait_until_ready(proc: subprocess.Popen, base_url: str, log: Path, limit: f
         time.sleep(0.25)
     pytest.fail(f"llama_cpp.server did not answer {base_url}/models within {limit:g}s; log tail:\n"
                 f"{_tail(log)}")
+
+
+def _probe_decoding(proc: subprocess.Popen, base_url: str) -> None:
+    """One token of decoding. A llama.cpp compiled for the build machine's CPU (GGML_NATIVE, the
+    default) can die of an illegal instruction on a CPU that reports a feature its kernel does not
+    enable (seen here: AMX inside a VM) — the server starts and answers /models, then dies at the
+    first decode. That is the machine's build, not the code under test: skip, saying how to rebuild."""
+    import httpx
+
+    try:
+        httpx.post(f"{base_url}/chat/completions", timeout=60.0, json={
+            "messages": [{"role": "user", "content": "What is 3 + 5? Answer briefly, in one line."}],
+            "max_tokens": 4})
+    except httpx.HTTPError:
+        pass
+    try:
+        proc.wait(timeout=1.0)
+    except subprocess.TimeoutExpired:
+        return
+    if proc.returncode == -signal.SIGILL:
+        pytest.skip("llama_cpp.server died of an illegal instruction at its first decode: this "
+                    "llama-cpp-python was compiled for CPU features this machine does not enable; "
+                    "rebuild it with CMAKE_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON "
+                    "-DGGML_F16C=ON' pip install --force-reinstall --no-cache-dir llama-cpp-python")
+    pytest.fail(f"llama_cpp.server exited with code {proc.returncode} at its first decode")
 
 
 def _tail(path: Path, lines: int = 30) -> str:

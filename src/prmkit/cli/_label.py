@@ -94,7 +94,8 @@ def label(
 
     Example: prmkit label --method binary -k 8 --max-rollouts 64 traces.jsonl labelled.jsonl
     Rollouts are committed to the label store as they complete: rerun the same command after an
-    interrupt and only the missing rollouts are made; the labels are the same as an uninterrupted run.
+    interrupt and only the missing rollouts are made; with a batch-invariant policy (hf, or ct2 with
+    -p batch_invariant=true) the labels are the same as an uninterrupted run.
     """
     from prmkit.cli._data import parse_options
     from prmkit.labelers import PolicySpec, get_labeler, label_file

@@ -103,8 +103,10 @@ def convert_to_ct2(model: str | None = None, *, gguf_file: str | None = None, ad
         cache_dir() / "ct2" / _source_key(model, gguf_file, adapter, quantization))
     if (target / "model.bin").exists():
         return target
+    # No GGUF -> safetensors cache here: the CTranslate2 folder is all a ct2 user needs, and the
+    # de-quantised float32 copy would add about 500 MB for one conversion's 30 seconds.
     lm, tok, model_id = load_causal_lm(model, gguf_file=gguf_file, dtype="float32", device="cpu",
-                                       trust_remote_code=trust_remote_code)
+                                       trust_remote_code=trust_remote_code, cache=False)
     if adapter:
         try:
             from peft import PeftModel
