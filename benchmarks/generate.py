@@ -14,6 +14,11 @@ The same requests (arith problems with the default policy's zero-shot prompt, N 
    adapter — the adapter does not change the cost of a token): each prompt forwarded once, its KV
    cache copied to its N sequences, then one ``llama_decode`` per step over every live sequence, each
    with its own seeded top-k/temperature sampler. This is the second engine measured for the choice.
+   It runs in a child process: a llama.cpp compiled natively on a CPU that reports AMX its kernel
+   does not enable dies of SIGILL (seen on this project's machines); build one that runs with
+   ``CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=ON
+   -DGGML_AVX512_VNNI=ON" pip install --no-deps --target DIR llama-cpp-python`` and put DIR first
+   on ``PYTHONPATH``.
 3. ``--quality P``: pass@1 of ``hf`` and ``ct2`` on P arith problems (the engine must not make the
    policy worse), with 95% Wilson intervals.
 
@@ -173,6 +178,27 @@ def bench_llamacpp(problems: int, n: int, max_tokens: int, rows: int, threads: i
     return rate
 
 
+def run_llamacpp(args: argparse.Namespace, rows: int) -> None:
+    """:func:`bench_llamacpp` in a child process: a llama.cpp compiled for CPU features this machine
+    does not enable dies of SIGILL, which must not take the other measurements with it."""
+    import signal
+    import subprocess
+
+    cmd = [sys.executable, __file__, "--problems", str(args.problems), "-n", str(args.n),
+           "--max-tokens", str(args.max_tokens), "--llamacpp-rows", str(rows)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    lines = [x for x in proc.stdout.splitlines() if x.startswith("llama.cpp")]
+    if proc.returncode == 0 and lines:
+        print(lines[-1], flush=True)
+    elif proc.returncode == -signal.SIGILL:
+        print(f"llama.cpp batched ({rows} rows): died of an illegal instruction — this llama-cpp-python "
+              "was compiled for CPU features the machine does not enable (rebuild with "
+              "CMAKE_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=ON ...')", flush=True)
+    else:
+        print(f"llama.cpp batched ({rows} rows): failed with code {proc.returncode}: "
+              f"{proc.stderr.strip().splitlines()[-1:] }", flush=True)
+
+
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     p = k / n
     d = 1 + z * z / n
@@ -205,13 +231,17 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--skip-llamacpp", action="store_true")
     ap.add_argument("--quality", type=int, default=0, metavar="P", help="pass@1 on P arith problems")
+    ap.add_argument("--llamacpp-rows", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--quality-n", type=int, default=4, help="samples per problem for --quality")
     args = ap.parse_args()
     command = shlex.join(["python", "benchmarks/generate.py", *sys.argv[1:]])
     med = bench_backends(args.problems, args.n, args.max_tokens, args.repeats)
+    if args.llamacpp_rows:  # the child process of run_llamacpp
+        bench_llamacpp(args.problems, args.n, args.max_tokens, args.llamacpp_rows)
+        return
     if not args.skip_llamacpp:
         for rows in (16, 64):
-            bench_llamacpp(args.problems, args.n, args.max_tokens, rows)
+            run_llamacpp(args, rows)
     if args.quality:
         bench_quality(args.quality, args.quality_n)
     print(f"reproduce: {command}")
