@@ -28,8 +28,10 @@ How TRL 1.13.0 tokenizes a stepwise-supervision row (``PRMTrainer.tokenize_row``
   the Trainer's seeded random sampler: no length bucketing.
 
 ``PRMConfig`` inherits TRL's ``_BaseConfig`` defaults ``gradient_checkpointing=True`` and
-``bf16=True``; here both are off (fp32, no checkpointing) unless asked for, so both trainers do the
-same work per token. The Trainer's telemetry ping is disabled (``HF_HUB_DISABLE_TELEMETRY``).
+``bf16=True``; here checkpointing is off (so both trainers do the same work per token) and bf16 is
+off unless asked for (``bf16=True``: TRL's default, the Trainer's bfloat16 autocast through
+accelerate, weights and optimizer in float32). The optimizer is the Trainer's default,
+``adamw_torch_fused``. The Trainer's telemetry ping is disabled (``HF_HUB_DISABLE_TELEMETRY``).
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ __all__ = ["run_trl_prm", "rows_from_file", "make_tiny_llama", "smollm2_dir"]
 
 def run_trl_prm(model_dir: str, train_rows: list[dict], eval_rows: list[dict], *, batch_size: int,
                 max_length: int, steps: int, lr: float, seed: int, step_separator: str = "\n",
-                gradient_checkpointing: bool = False) -> dict[str, Any]:
+                gradient_checkpointing: bool = False, bf16: bool = False) -> dict[str, Any]:
     """Train ``steps`` optimizer steps of TRL's PRMTrainer from ``model_dir``, then evaluate.
 
     Rows are TRL stepwise-supervision dicts ``{"prompt": str, "completions": [str], "labels": [bool]}``.
@@ -65,7 +67,8 @@ def run_trl_prm(model_dir: str, train_rows: list[dict], eval_rows: list[dict], *
     that accelerate prefetches but no step uses is not counted).
 
     Returns ``seconds``, ``tokens``, ``padded_tokens``, ``tokens_per_s`` (real tokens / seconds),
-    ``eval_loss``, ``train_loss`` (mean over the steps), and also ``eval_accuracy`` (TRL's token
+    ``eval_loss``, ``train_loss`` (mean over the steps), ``model`` and ``tokenizer`` (the trained
+    model, for an evaluation of one's own), ``optim`` (the Trainer's optimizer name), and also ``eval_accuracy`` (TRL's token
     accuracy over labelled positions), ``cpu_seconds`` (process CPU time of ``train()``, all
     threads: less sensitive than wall time to other load on a shared machine), ``steps``,
     ``step_seconds`` (wall time of each step, from a callback: the first includes warm-up),
@@ -124,7 +127,7 @@ def run_trl_prm(model_dir: str, train_rows: list[dict], eval_rows: list[dict], *
             seed=seed, max_length=max_length, step_separator=step_separator,
             eval_strategy="no", save_strategy="no", logging_strategy="no", report_to=[],
             disable_tqdm=True, dataloader_num_workers=0, dataloader_pin_memory=False,
-            bf16=False, fp16=False, use_cpu=True, **checkpointing,
+            bf16=bf16, fp16=False, use_cpu=True, **checkpointing,
         )
         trainer = CountingPRMTrainer(
             model=model, args=args, processing_class=tokenizer,
@@ -153,6 +156,9 @@ def run_trl_prm(model_dir: str, train_rows: list[dict], eval_rows: list[dict], *
         "label_tokens": counts["label_tokens"],
         "truncated_rows": truncated_rows,
         "labels_lost": labels_lost,
+        "optim": str(getattr(args.optim, "value", args.optim)),
+        "model": trainer.model,
+        "tokenizer": tokenizer,
     }
 
 
@@ -212,6 +218,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--lr", type=float, default=2e-5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    ap.add_argument("--bf16", action="store_true", help="TRL's default bfloat16 autocast (default here: fp32)")
     a = ap.parse_args(argv)
 
     import torch
@@ -229,7 +236,8 @@ def main(argv: list[str] | None = None) -> None:
         else:
             model_dir = a.model
         r = run_trl_prm(model_dir, train_rows, eval_rows, batch_size=a.batch_size, max_length=a.max_length,
-                        steps=a.steps, lr=a.lr, seed=a.seed)
+                        steps=a.steps, lr=a.lr, seed=a.seed, bf16=a.bf16)
+    del r["model"], r["tokenizer"]
     r["seconds_per_step"] = r["seconds"] / max(r["steps"], 1)
     r["padding_fraction"] = 1 - r["tokens"] / r["padded_tokens"] if r["padded_tokens"] else 0.0
     r["threads"] = torch.get_num_threads()

@@ -67,7 +67,7 @@ def test_two_processes_with_accelerate_launch(marker_files, tmp_path):
     traces (a process's share of the labelled positions differs: 3+4 vs 4+2 steps, then 2+4 vs 4+3)."""
     out = tmp_path / "ddp"
     args = [f"train=[{marker_files['four']}]", "max_steps=2", "bucketing=false", "lr=1e-2", "progress=false",
-            "eval_fraction=0"]
+            "eval_fraction=0", "precision=fp32"]
     # --multi_gpu, not --cpu: accelerate launch --cpu starts one process (several only through mpirun);
     # with no GPU visible, the two torchrun processes train on CPU over gloo
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
@@ -80,7 +80,7 @@ def test_two_processes_with_accelerate_launch(marker_files, tmp_path):
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[:6000]
     log = proc.stderr + proc.stdout
-    assert "2 optimizer steps (1/epoch, 2 process(es), batch 2 x accumulation 1)" in log
+    assert "2 optimizer steps (1/epoch, 2 process(es), batch 2 x accumulation 1, AdamW " in log
     assert log.count("saved PRM to") == 1  # the main process speaks and saves
     info = json.loads((out / "prmkit_rm.json").read_text())
     assert (info["processes"], info["steps"]) == (2, 2)

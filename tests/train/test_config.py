@@ -111,3 +111,12 @@ def test_a_saved_config_loads_back_equal(tmp_path):
     cfg = load_config("smollm2-lora", ["train=[a.jsonl]", "lora.r=4", "convention={name: mine, tag: ' <s>'}"])
     _write_config_yaml(cfg, tmp_path / "train_config.yaml")
     assert load_config(str(tmp_path / "train_config.yaml")) == cfg
+
+
+def test_precision_is_validated_and_defaults_to_auto():
+    assert load_config(None, ["train=[x]"]).precision == "auto"
+    assert load_config(None, ["train=[x]", "precision=bf16"]).precision == "bf16"
+    with pytest.raises(ConfigError) as info:
+        load_config(None, ["train=[x]", "precision=fp16", "lr=0"])
+    assert info.value.problems == ["precision: must be auto, fp32 or bf16, got 'fp16'",
+                                   "lr: must be positive, got 0.0"]

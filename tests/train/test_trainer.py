@@ -29,7 +29,8 @@ from prmkit.train import (
     train,
 )
 
-QUIET = ["progress=false", "log_every=1"]
+#: Invariant tests compare numbers to 1e-6: fp32 (bf16 has its own tests below).
+QUIET = ["progress=false", "log_every=1", "precision=fp32"]
 
 
 def config(marker_files, out, *overrides, **values):
@@ -172,7 +173,10 @@ def test_gradient_accumulation_equals_one_big_batch(marker_files, tmp_path, monk
         runs[bs] = ([len(b) for b in batches], sorted(i for b in batches for i in b), weights(out))
     assert runs[4][0] == [4] and runs[2][0] == [2, 2]
     assert runs[4][1] == runs[2][1] == ["t0", "t1", "t2", "t3"]  # the same traces in the one step
-    assert max_diff(runs[4][2], runs[2][2]) < 1e-6
+    # Adam's first step moves each weight by lr * g / (|g| + eps): where |g| is near eps it magnifies
+    # the float rounding of gradients summed in another order (4 rows vs 2 + 2) by up to lr / eps.
+    # Measured: 2.4e-6 (the head applied to the label rows only). A wrong accumulation moves weights ~lr.
+    assert max_diff(runs[4][2], runs[2][2]) < 1e-5
     fresh = RewardModel.from_backbone("tiny").model.state_dict()
     assert float((fresh["score.weight"] - runs[4][2]["score.weight"]).abs().max()) > 1e-4  # it trained
 

@@ -5,6 +5,8 @@
 - :class:`Convention` and :data:`CONVENTIONS`: how a family writes a trace and reads its scores
   (``prmkit``, ``trl``, ``qwen2.5-math-prm``, ``math-shepherd``, ``rlhflow``, ``skywork-prm``).
 - :func:`align`: step character spans -> exactly one token position per step, for any tokenizer.
+- :class:`Precision`, :func:`resolve_precision`: fp32 / bf16 (autocast) / auto compute for training
+  and scoring, falling back to fp32 where the hardware has no native bfloat16 (:func:`bf16_problem`).
 """
 
 from prmkit.models._align import Aligned, AlignmentError, Rendered, align
@@ -16,11 +18,20 @@ from prmkit.models._conventions import (
     get_convention,
     register_convention,
 )
-from prmkit.models._model import RM_CONFIG, Encoded, RewardModel, load_reward_model
+from prmkit.models._model import RM_CONFIG, SCORE_AUTO, Encoded, RewardModel, load_reward_model
+from prmkit.models._precision import (
+    FP32_SDPA,
+    PRECISIONS,
+    Precision,
+    bf16_problem,
+    fp32_attention,
+    resolve_precision,
+)
 
 __all__ = [
     "Aligned", "AlignmentError", "Rendered", "align",
     "BACKBONES", "build_char_tokenizer", "build_tiny_backbone", "resolve_backbone",
     "CONVENTIONS", "QWEN_PRM_SYSTEM", "Convention", "get_convention", "register_convention",
-    "RM_CONFIG", "Encoded", "RewardModel", "load_reward_model",
+    "RM_CONFIG", "SCORE_AUTO", "Encoded", "RewardModel", "load_reward_model",
+    "FP32_SDPA", "PRECISIONS", "Precision", "bf16_problem", "fp32_attention", "resolve_precision",
 ]

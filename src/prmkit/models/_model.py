@@ -14,6 +14,8 @@ LM-token heads); ``prmkit_rm.json`` beside them records the convention and kind.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import os
 from collections.abc import Sequence
@@ -24,12 +26,19 @@ from typing import Any
 from prmkit.errors import MissingDependencyError, PrmkitError
 from prmkit.models._align import Aligned, AlignmentError, align
 from prmkit.models._conventions import Convention, get_convention
+from prmkit.models._precision import PRECISIONS, Precision, resolve_precision
 from prmkit.trace import Trace
 
 __all__ = ["RewardModel", "Encoded", "RM_CONFIG", "load_reward_model"]
 
 #: The file in a checkpoint folder that tells prmkit how to use the model (transformers ignores it).
 RM_CONFIG = "prmkit_rm.json"
+
+#: What scoring's ``precision="auto"`` computes in where bf16 is native. Scoring's default stays
+#: ``fp32``: bf16 scored 1.9x faster on SmolLM2 but moved step scores by up to 0.004 and breaks the
+#: invariants scores are tested on (cached = plain and batched = alone within 1e-4), see
+#: ``benchmarks/score_precision.py``.
+SCORE_AUTO = "bf16"
 
 
 def _torch():
@@ -61,12 +70,21 @@ class RewardModel:
 
     ``max_length`` truncates inputs: a PRM loses whole trailing steps (scored ``None``), an ORM rejects
     traces that do not fit.
+
+    ``precision`` (scoring): ``fp32`` (the default: reproducible scores), ``bf16`` (bfloat16 autocast
+    where the hardware has it natively, else fp32; see :attr:`precision_used`) or ``auto``
+    (:data:`SCORE_AUTO`: bf16 where native). Only the computation changes, never the weights;
+    ``benchmarks/score_precision.py`` measures the speed and the largest step-score difference.
     """
 
     def __init__(self, model: Any, tokenizer: Any, *, convention: Convention | str | None = None,
-                 kind: str = "prm", max_length: int | None = None, name: str | None = None) -> None:
+                 kind: str = "prm", max_length: int | None = None, name: str | None = None,
+                 precision: str = "fp32") -> None:
         if kind not in ("prm", "orm"):
             raise PrmkitError(f"kind must be 'prm' or 'orm', got {kind!r}")
+        if precision not in PRECISIONS:
+            raise PrmkitError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        self.precision = precision
         self.model = model
         self.tokenizer = tokenizer
         self.convention = get_convention(convention)
@@ -87,7 +105,8 @@ class RewardModel:
     @classmethod
     def from_pretrained(cls, path: str, *, convention: Convention | str | dict | None = None,
                         kind: str | None = None, device: str | None = None, dtype: str | None = None,
-                        trust_remote_code: bool = False, max_length: int | None = None) -> RewardModel:
+                        trust_remote_code: bool = False, max_length: int | None = None,
+                        precision: str = "fp32") -> RewardModel:
         """Load a checkpoint (prmkit's, or a published PRM with ``convention=`` its registered name).
 
         A folder with ``prmkit_rm.json`` brings its own convention and kind; arguments override them.
@@ -103,14 +122,15 @@ class RewardModel:
         kind = kind or saved.get("kind", "prm")
         max_length = max_length or saved.get("max_length")
         model, tok = _load(path, conv, device=device, dtype=dtype, trust_remote_code=trust_remote_code)
-        return cls(model, tok, convention=conv, kind=kind, max_length=max_length, name=saved.get("name", path))
+        return cls(model, tok, convention=conv, kind=kind, max_length=max_length, name=saved.get("name", path),
+                   precision=precision)
 
     @classmethod
     def from_backbone(cls, backbone: str, *, convention: Convention | str | dict | None = None,
                       kind: str = "prm", num_labels: int | None = None, device: str | None = None,
                       dtype: str | None = None, trust_remote_code: bool = False,
                       max_length: int | None = None, seed: int = 0,
-                      head_init: str = "random", causal: bool = False) -> RewardModel:
+                      head_init: str = "random", causal: bool = False, precision: str = "fp32") -> RewardModel:
         """A new reward model on a pretrained backbone (a fresh head for ``classifier`` conventions),
         ready to train. ``backbone`` is a path, hub id or one of ``smollm2``, ``minilm``, ``tiny``.
 
@@ -133,7 +153,8 @@ class RewardModel:
             raise PrmkitError(f"head_init must be 'random' or 'zero', got {head_init!r}")
         if head_init == "zero" and conv.head == "classifier" and not _has_trained_head(path):
             _zero_head(model)
-        return cls(model, tok, convention=conv, kind=kind, max_length=max_length, name=backbone)
+        return cls(model, tok, convention=conv, kind=kind, max_length=max_length, name=backbone,
+                   precision=precision)
 
     def _single_token(self, text: str) -> int:
         ids = self.tokenizer.encode(text, add_special_tokens=False)
@@ -187,6 +208,11 @@ class RewardModel:
     def device(self):
         return next(self.model.parameters()).device
 
+    @property
+    def precision_used(self) -> Precision:
+        """What :meth:`score` computes in on this model's device (``precision`` resolved)."""
+        return resolve_precision(self.precision, self.device, auto=SCORE_AUTO)
+
     def collate(self, batch: Sequence[Encoded]) -> dict[str, Any]:
         """Right-padded tensors plus the flat (row, position) index of every label position."""
         torch = _torch()
@@ -208,27 +234,66 @@ class RewardModel:
             out["targets"] = torch.tensor(targets, dtype=torch.float32)
         return out
 
-    def position_logits(self, input_ids, attention_mask, rows, cols):
+    def position_logits(self, input_ids, attention_mask, rows, cols, *, gather_first: bool = True):
         """Logits at the label positions: ``[N, 2]`` (class 1 = correct) or ``[N, 1]`` (sigmoid).
 
         Inputs are right-padded (:meth:`collate`); a decoder then needs no padding mask, since no real
         token attends to a later (pad) one, and the plain causal attention kernel is faster.
+
+        ``gather_first`` (the default): run the backbone, take its hidden states at the label
+        positions, and apply the head to those rows only — for an ``lm_token`` convention only the two
+        verdict tokens' columns of the output embedding. The same numbers as the model's own forward
+        pass with the head at every position (``gather_first=False``; tested, logits and gradients),
+        without the work on unlabelled positions. Models whose token-classification forward is not
+        backbone -> dropout -> head (see :meth:`_classifier_parts`) always take the full path.
         """
+        torch = _torch()
         if self.is_causal:
             attention_mask = None
+        # The head's few rows run outside autocast, in the weights' own type: bf16 would round the
+        # hidden states to 8 bits of mantissa right before the scores, for no measurable time.
+        exact = torch.autocast(device_type=input_ids.device.type, enabled=False)
         if self.verdict_ids is not None:
-            backbone = getattr(self.model, self.model.base_model_prefix)
-            hidden = backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-            h = hidden[rows, cols]
+            h = self._hidden(input_ids, attention_mask)[rows, cols]
             out_emb = self.model.get_output_embeddings()
             idx = list(self.verdict_ids)
-            logits = h @ out_emb.weight[idx].T
-            if getattr(out_emb, "bias", None) is not None:
-                logits = logits + out_emb.bias[idx]
+            with exact:
+                logits = h.to(out_emb.weight.dtype) @ out_emb.weight[idx].T
+                if getattr(out_emb, "bias", None) is not None:
+                    logits = logits + out_emb.bias[idx]
             return logits
+        parts = self._classifier_parts() if gather_first else None
+        if parts is not None:
+            dropout, head = parts
+            h = self._hidden(input_ids, attention_mask)[rows, cols]
+            with exact:
+                return head(dropout(h.to(next(head.parameters()).dtype)))
         out = self.model(input_ids=input_ids, attention_mask=attention_mask)
         logits = out.logits if hasattr(out, "logits") else out[0]
         return logits[rows, cols]
+
+    def _hidden(self, input_ids, attention_mask):
+        """The backbone's last hidden states; a decoder builds no KV cache (nothing reuses it here)."""
+        backbone = getattr(self.model, self.model.base_model_prefix)
+        kw = {"use_cache": False} if _takes(backbone, "use_cache") else {}
+        return backbone(input_ids=input_ids, attention_mask=attention_mask, **kw).last_hidden_state
+
+    def _classifier_parts(self):
+        """``(dropout, head)`` of a token classifier whose forward is backbone -> dropout -> head
+        (transformers' generic one, BERT's), recognised by its class name and exactly those three
+        children; None for anything else (remote code, a head with extra layers, a value head)."""
+        model = self.model
+        torch = _torch()
+        if not type(model).__name__.endswith("ForTokenClassification"):
+            return None
+        children = dict(model.named_children())
+        prefix = getattr(model, "base_model_prefix", None)
+        head = next((n for n in ("score", "classifier") if n in children), None)
+        if head is None or set(children) != {prefix, "dropout", head}:
+            return None
+        if not isinstance(children["dropout"], torch.nn.Dropout):
+            return None
+        return children["dropout"], children[head]
 
     @staticmethod
     def probabilities(logits):
@@ -253,7 +318,8 @@ class RewardModel:
         was_training = self.model.training
         self.model.eval()
         try:
-            with torch.inference_mode(), progress_bar(len(encoded), "scoring", enabled=progress) as advance:
+            with (torch.inference_mode(), self.precision_used.autocast(self.device),
+                  progress_bar(len(encoded), "scoring", enabled=progress) as advance):
                 for s in range(0, len(order), batch_size):
                     idx = order[s:s + batch_size]
                     batch = self.collate([encoded[i] for i in idx])
@@ -274,6 +340,11 @@ class RewardModel:
             self.model.train(was_training)
         return results
 
+    def describe(self) -> dict[str, Any]:
+        """Provenance of the scores: model, kind, convention and the precision scoring computes in."""
+        return {"model": self.name, "kind": self.kind, "convention": self.convention.name,
+                "precision": self.precision_used.used}
+
     def score_traces(self, traces: Sequence[Trace], key: str | None = None, **kw: Any) -> list[Trace]:
         """Score and write the results into the traces: ``step.scores[key]`` (PRM) or
         ``trace.meta["scores"][key]`` (ORM); ``key`` defaults to ``kind``."""
@@ -285,8 +356,7 @@ class RewardModel:
                         step.scores[key] = v
             else:
                 t.meta.setdefault("scores", {})[key] = s[0]
-            t.add_provenance("score", key, {"model": self.name, "kind": self.kind,
-                                            "convention": self.convention.name})
+            t.add_provenance("score", key, self.describe())
         return list(traces)
 
     # -- saving ---------------------------------------------------------------------------------------
@@ -300,6 +370,16 @@ class RewardModel:
         info = {"kind": self.kind, "convention": self.convention.to_dict(), "max_length": self.max_length,
                 "name": self.name, **(extra or {})}
         (path / RM_CONFIG).write_text(json.dumps(info, indent=2, default=str) + "\n")
+
+
+def _takes(module: Any, name: str) -> bool:
+    """Whether ``module``'s forward has a parameter ``name``."""
+    return name in _forward_params(type(module))
+
+
+@functools.lru_cache(maxsize=64)
+def _forward_params(cls: type) -> frozenset[str]:
+    return frozenset(inspect.signature(cls.forward).parameters)
 
 
 def _has_trained_head(path: str) -> bool:

@@ -33,7 +33,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from prmkit.errors import PrmkitError
-from prmkit.models._model import Encoded, RewardModel, _torch
+from prmkit.models import SCORE_AUTO, Encoded, RewardModel, resolve_precision
+from prmkit.models._model import _torch
 from prmkit.trace import Trace
 
 __all__ = ["PrefixCachingScorer", "ScoringStats"]
@@ -227,7 +228,9 @@ class PrefixCachingScorer:
       scoring; prefix sharing within a call still happens). KV memory per token is
       ``2 x layers x kv_heads x head_dim x bytes``: about 46 KB for SmolLM2-135M in float32;
     - ``min_saved_tokens``: a prefix shared within a call is run as its own row when that saves at
-      least this many tokens (``(sharers - 1) x its tokens beyond the enclosing shared prefix``).
+      least this many tokens (``(sharers - 1) x its tokens beyond the enclosing shared prefix``);
+    - ``precision``: ``fp32`` / ``bf16`` / ``auto`` (default: the model's ``rm.precision``), fixed for
+      the scorer's life, since cached KV is kept in the precision it was computed in (bf16 halves it).
 
     ``stats`` (:class:`ScoringStats`) counts tokens computed and reused and forward passes;
     ``cached_tokens`` is the store's size; ``clear()`` empties it. ``supported`` says whether the
@@ -235,7 +238,7 @@ class PrefixCachingScorer:
     """
 
     def __init__(self, rm: RewardModel, *, batch_size: int = 8, max_cached_tokens: int = 16384,
-                 min_saved_tokens: int = 32, name: str | None = None) -> None:
+                 min_saved_tokens: int = 32, name: str | None = None, precision: str | None = None) -> None:
         if batch_size < 1:
             raise PrmkitError(f"batch_size must be at least 1, got {batch_size}")
         if max_cached_tokens < 0:
@@ -246,6 +249,7 @@ class PrefixCachingScorer:
         self.batch_size = batch_size
         self.min_saved_tokens = max(1, min_saved_tokens)
         self.stats = ScoringStats()
+        self.precision = resolve_precision(precision or rm.precision, rm.device, auto=SCORE_AUTO)
         self._store = _PrefixStore(max_cached_tokens)
         self.unsupported_reason = _unsupported(rm)
         self._cache_kw = _cache_keyword(rm) if self.unsupported_reason is None else None
@@ -272,7 +276,8 @@ class PrefixCachingScorer:
         """Provenance: the model and this scorer's settings."""
         return {"scorer": "prefix_caching", "model": self.rm.name, "kind": self.kind,
                 "convention": self.rm.convention.name, "batch_size": self.batch_size,
-                "max_cached_tokens": self.max_cached_tokens, "min_saved_tokens": self.min_saved_tokens}
+                "max_cached_tokens": self.max_cached_tokens, "min_saved_tokens": self.min_saved_tokens,
+                "precision": self.precision.used}
 
     # -- scoring --------------------------------------------------------------------------------------
     def score(self, traces: Sequence[Trace]) -> list[list[float | None]]:
@@ -289,7 +294,7 @@ class PrefixCachingScorer:
         was_training = model.training
         model.eval()
         try:
-            with torch.inference_mode():
+            with torch.inference_mode(), self.precision.autocast(self.rm.device):
                 if self.supported and not self._window_exceeded(encoded):
                     probs = self._score_cached(encoded)
                 else:
@@ -416,15 +421,18 @@ class PrefixCachingScorer:
     def _head(self, hidden: Any) -> Any:
         """Head outputs at every position: the two verdict-token logits (``lm_token``) or the
         token-classification head's logits (``classifier``), as :meth:`RewardModel.position_logits`."""
+        torch = _torch()
         model = self.rm.model
-        if self.rm.verdict_ids is not None:
-            out_emb = model.get_output_embeddings()
-            idx = list(self.rm.verdict_ids)
-            logits = hidden @ out_emb.weight[idx].T
-            if getattr(out_emb, "bias", None) is not None:
-                logits = logits + out_emb.bias[idx]
-            return logits
-        return _classifier_head(model)(hidden)  # dropout before it is the identity in eval mode
+        with torch.autocast(device_type=hidden.device.type, enabled=False):  # as position_logits: exact
+            if self.rm.verdict_ids is not None:
+                out_emb = model.get_output_embeddings()
+                idx = list(self.rm.verdict_ids)
+                logits = hidden.to(out_emb.weight.dtype) @ out_emb.weight[idx].T
+                if getattr(out_emb, "bias", None) is not None:
+                    logits = logits + out_emb.bias[idx]
+                return logits
+            head = _classifier_head(model)  # dropout before it is the identity in eval mode
+            return head(hidden.to(next(head.parameters()).dtype))
 
 
 #: The fixed cost of one forward pass, in tokens' worth of compute: small on a CPU, where time is

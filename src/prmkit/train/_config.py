@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from prmkit.errors import PrmkitError
+from prmkit.models import PRECISIONS
 
 __all__ = ["LoraSettings", "TrainConfig", "ConfigError", "load_config", "example_configs"]
 
@@ -71,7 +72,8 @@ class TrainConfig:
     max_steps: int = -1               #: optimizer steps; overrides epochs when > 0
     bucketing: bool = True            #: batches of similar length (little compute on padding)
     disable_dropout: bool = True
-    dtype: str | None = None          #: float32 (CPU default) / bfloat16 / float16
+    precision: str = "auto"           #: compute: fp32, bf16 (autocast; fp32 weights) or auto (bf16 where native)
+    dtype: str | None = None          #: weight storage: float32 (CPU default) / bfloat16 / float16
     # run
     output_dir: str = "runs/prm"
     eval_every: int = 0               #: optimizer steps between evaluations (0: at the end only)
@@ -90,6 +92,9 @@ class TrainConfig:
             problems.append(f"neutral: must be positive, negative or ignore, got {self.neutral!r}")
         if self.outcome not in ("auto", "outcome", "answer", "steps"):
             problems.append(f"outcome: must be auto, outcome, answer or steps, got {self.outcome!r}")
+        if self.precision not in PRECISIONS:
+            problems.append(f"precision: must be {', '.join(PRECISIONS[:-1])} or {PRECISIONS[-1]}, "
+                            f"got {self.precision!r}")
         if self.num_labels not in (None, 1, 2):
             problems.append(f"num_labels: must be 1 or 2, got {self.num_labels}")
         if not self.train:

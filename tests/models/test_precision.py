@@ -1,0 +1,59 @@
+"""Resolving ``precision`` (fp32 / bf16 / auto, with the fallback where bf16 is not native) and the
+float32-attention switch used by bf16 training on a CPU."""
+
+from __future__ import annotations
+
+import pytest
+
+from prmkit.errors import PrmkitError
+from prmkit.models import FP32_SDPA, Precision, RewardModel, _precision, fp32_attention, resolve_precision
+from prmkit.trace import Problem, Step, Trace
+
+torch = pytest.importorskip("torch")
+CPU = torch.device("cpu")
+T = Trace(id="a", problem=Problem("What is 2 + 3?"), steps=[Step("2 + 3 = 5."), Step("The answer is 5.")])
+
+
+def test_resolution_with_and_without_native_bf16(monkeypatch):
+    assert resolve_precision("fp32", CPU, auto="bf16") == Precision("fp32", "fp32")
+    assert resolve_precision("auto", CPU, auto="fp32") == Precision("auto", "fp32")
+    monkeypatch.setattr(_precision, "bf16_problem", lambda device: None)
+    assert resolve_precision("bf16", CPU, auto="fp32") == Precision("bf16", "bf16")
+    assert resolve_precision("auto", CPU, auto="bf16") == Precision("auto", "bf16")
+    monkeypatch.setattr(_precision, "bf16_problem", lambda device: "no bf16")
+    assert resolve_precision("bf16", CPU, auto="fp32") == Precision("bf16", "fp32", "no bf16")
+    assert resolve_precision("auto", CPU, auto="bf16") == Precision("auto", "fp32", "no bf16")
+    assert resolve_precision("auto", CPU, auto="bf16").describe() == "fp32 (auto requested: no bf16)"
+    with pytest.raises(PrmkitError, match="precision must be one of auto, fp32, bf16, got 'half'"):
+        resolve_precision("half", CPU, auto="bf16")
+
+
+def test_autocast_context():
+    x = torch.ones(2, 4)
+    with Precision("fp32", "fp32").autocast(CPU):
+        assert (x @ x.T).dtype == torch.float32
+    with Precision("bf16", "bf16").autocast(CPU):
+        assert (x @ x.T).dtype == torch.bfloat16
+
+
+def test_fp32_attention_switches_and_restores(tiny_model, tmp_path):
+    model, tok = tiny_model("qwen2.5-math-prm")
+    rm = RewardModel(model, tok, convention="qwen2.5-math-prm")
+    assert model.config._attn_implementation == "sdpa"
+    e = rm.encode(T)
+    ids = torch.tensor([e.input_ids])
+    with torch.no_grad():
+        plain = model(input_ids=ids).logits
+        with fp32_attention(model) as on:
+            assert on and model.config._attn_implementation == FP32_SDPA
+            same = model(input_ids=ids).logits  # float32 already: the same kernel on the same inputs
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                mixed = model(input_ids=ids).logits
+            model.save_pretrained(tmp_path)  # nothing of the switch is saved
+        assert model.config._attn_implementation == "sdpa"
+    assert torch.equal(plain, same)
+    assert torch.allclose(mixed.float(), plain, atol=0.05)
+    assert FP32_SDPA not in (tmp_path / "config.json").read_text()
+    with fp32_attention(model, enabled=False) as on:
+        assert not on and model.config._attn_implementation == "sdpa"
+
