@@ -207,10 +207,10 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return c - h, c + h
 
 
-def bench_quality(problems: int, n: int) -> None:
+def bench_quality(problems: int, n: int, backends: list[str]) -> None:
     from prmkit.data import answers_equal, extract_answer
 
-    for name in ("hf", "ct2"):
+    for name in backends:
         pol = get_policy(name, progress=False, batch_size=64)
         probs, reqs = requests_for(problems, pol, start=10_000)
         params = SamplingParams(n=n, max_new_tokens=96, temperature=0.7, seed=0)
@@ -233,18 +233,22 @@ def main() -> None:
     ap.add_argument("--quality", type=int, default=0, metavar="P", help="pass@1 on P arith problems")
     ap.add_argument("--llamacpp-rows", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--quality-n", type=int, default=4, help="samples per problem for --quality")
+    ap.add_argument("--quality-backends", default="hf,ct2", help="backends --quality compares")
+    ap.add_argument("--skip-speed", action="store_true", help="only --quality")
     args = ap.parse_args()
     command = shlex.join(["python", "benchmarks/generate.py", *sys.argv[1:]])
-    med = bench_backends(args.problems, args.n, args.max_tokens, args.repeats)
     if args.llamacpp_rows:  # the child process of run_llamacpp
         bench_llamacpp(args.problems, args.n, args.max_tokens, args.llamacpp_rows)
         return
-    if not args.skip_llamacpp:
+    med = None if args.skip_speed else bench_backends(args.problems, args.n, args.max_tokens, args.repeats)
+    if not args.skip_llamacpp and med is not None:
         for rows in (16, 64):
             run_llamacpp(args, rows)
     if args.quality:
-        bench_quality(args.quality, args.quality_n)
+        bench_quality(args.quality, args.quality_n, args.quality_backends.split(","))
     print(f"reproduce: {command}")
+    if med is None:
+        return
     print(f"ratio ct2/hf at 16 rows: {med['ct2@16'] / med['hf@16']:.2f}")
     print(f"ratio ct2/hf at 64 rows: {med['ct2@64'] / med['hf@64']:.2f}")
 
