@@ -39,8 +39,8 @@ __all__ = ["DemoConfig", "DEMO_PRESETS", "run_demo"]
 class DemoConfig:
     """Sizes of one demo run (see :data:`DEMO_PRESETS`)."""
 
-    train_problems: int = 16
-    heldout_problems: int = 96
+    train_problems: int = 12
+    heldout_problems: int = 16
     n: int = 16                      #: samples per problem (best-of-N goes up to this)
     arith_steps: str = "3"           #: operations per problem, N or MIN-MAX
     env_seed: int = 0
