@@ -128,8 +128,8 @@ POLICIES = Registry("policy backend", {
 
 def default_backend() -> str:
     """The local backend used when none is named: ``ct2`` (CTranslate2, int8) where ``ctranslate2``
-    is installed — several times the tokens/s of ``hf`` on CPU (``benchmarks/generate.py``) — else
-    ``hf``."""
+    is installed — as fast as ``hf`` or faster on CPU (×1.05–1.95 in ``benchmarks/generate.py``) —
+    else ``hf``."""
     import importlib.util
 
     return "ct2" if importlib.util.find_spec("ctranslate2") is not None else "hf"
