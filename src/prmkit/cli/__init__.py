@@ -68,12 +68,32 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         typer.secho("interrupted", fg="yellow", err=True)
         sys.exit(130)
+    except OSError as e:  # a directory given as a file, a missing or unreadable path: one line
+        typer.secho(f"error: {e.strerror or e}: {e.filename}" if e.filename else f"error: {e}",
+                    fg="red", err=True)
+        sys.exit(1)
     except Exception as e:  # click's usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(e, click.exceptions.ClickException):
+        usage, abort = _click_exceptions()
+        if isinstance(e, usage):
             e.show()
             sys.exit(e.exit_code)
-        if isinstance(e, click.exceptions.Abort):
+        if isinstance(e, abort):
             sys.exit(1)
         raise
+
+
+def _click_exceptions() -> tuple[tuple[type, ...], tuple[type, ...]]:
+    """Click's usage-error and abort classes: typer >= 0.29 bundles its own click (``typer._click``,
+    with ``Abort`` in ``typer.exceptions``), whose classes are not the ``click`` package's; catch both."""
+    import importlib
+
+    usage: list[type] = []
+    abort: list[type] = []
+    for name in ("typer._click.exceptions", "typer.exceptions", "click.exceptions"):
+        try:
+            mod = importlib.import_module(name)
+        except ImportError:
+            continue
+        usage += [c for c in (getattr(mod, "ClickException", None),) if c is not None]
+        abort += [c for c in (getattr(mod, "Abort", None),) if c is not None]
+    return tuple(usage), tuple(abort)
