@@ -140,7 +140,7 @@ def _mc_traces():
 
     out = []
     for i, body in enumerate([["3 + 5 = 8", "8 * 2 = 16"], ["12 - 4 = 8", "8 + 1 = 10"]]):
-        text, steps, at = "\n".join(body), [], 0
+        steps, at = [], 0
         for s in body:
             steps.append(Step(s, span=(at, at + len(s))))
             at += len(s) + 1

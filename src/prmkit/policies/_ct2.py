@@ -40,7 +40,14 @@ from typing import Any
 from prmkit._progress import progress_bar
 from prmkit.errors import MissingDependencyError, PrmkitError
 from prmkit.policies._base import Completion, GenerationRequest, SamplingParams, apply_stop, derive_seed
-from prmkit.policies._hf import DEFAULT_ADAPTER, cache_dir, default_policy_model, load_causal_lm
+from prmkit.policies._hf import (
+    cache_dir,
+    default_policy_model,
+    load_causal_lm,
+    render_prompt,
+    resolve_adapter,
+    use_chat_template,
+)
 
 __all__ = ["CT2Policy", "convert_to_ct2"]
 
@@ -164,13 +171,9 @@ class CT2Policy:
                  threads: int = 0, batch_invariant: bool = False, device: str = "cpu",
                  chat_template: str | None = None, trust_remote_code: bool = False,
                  progress: bool = True) -> None:
-        ct2 = _ct2()
+        _ct2()  # a missing ctranslate2 fails here, before any model is loaded
         t0 = time.perf_counter()
-        if adapter == "default":
-            adapter = (str(DEFAULT_ADAPTER) if model is None
-                       and (DEFAULT_ADAPTER / "adapter_config.json").exists() else None)
-        elif adapter in ("none", ""):
-            adapter = None
+        adapter = resolve_adapter(model, adapter)
         if compute_type not in COMPUTE_TYPES:
             raise PrmkitError(f"ct2 compute_type must be one of {', '.join(COMPUTE_TYPES)}, "
                               f"got {compute_type!r}")
@@ -198,10 +201,7 @@ class CT2Policy:
         #: Worked examples the prompt should carry (0 for a policy tuned by ``prmkit policy sft``).
         self.prompt_shots: int | None = (
             0 if adapter and (Path(adapter) / "prmkit_sft.json").exists() else None)
-        if chat_template:
-            self.tokenizer.chat_template = chat_template
-        if self.tokenizer.chat_template is None:
-            raise PrmkitError(f"{self.model_id} has no chat template; pass chat_template=...")
+        use_chat_template(self.tokenizer, chat_template, self.model_id)
         eos = self.tokenizer.eos_token_id
         self._end_tokens = [self.tokenizer.convert_ids_to_tokens(eos)] if eos is not None else []
         self._lock = threading.Lock()  # the random seed is global to CTranslate2
@@ -224,9 +224,7 @@ class CT2Policy:
 
     def render(self, request: GenerationRequest) -> str:
         """The exact prompt text: chat template with the assistant turn opened, then the prefix."""
-        prompt = self.tokenizer.apply_chat_template(request.messages, tokenize=False,
-                                                    add_generation_prompt=True)
-        return prompt + request.prefix
+        return render_prompt(self.tokenizer, request)
 
     def generate(self, requests: Sequence[GenerationRequest], params: SamplingParams
                  ) -> list[list[Completion]]:

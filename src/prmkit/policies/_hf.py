@@ -140,6 +140,29 @@ def _save_cache(lm: Any, tok: Any, path: Path) -> None:
         pass  # a read-only home (or a model that cannot be saved) only costs the next load its 30 s
 
 
+def resolve_adapter(model: str | None, adapter: str | None) -> str | None:
+    """The adapter folder a local backend applies: ``"default"`` is the shipped arith adapter when
+    ``model`` is the default model (else none); ``"none"`` / ``""`` / None is none."""
+    if adapter == "default":
+        return (str(DEFAULT_ADAPTER) if model is None
+                and (DEFAULT_ADAPTER / "adapter_config.json").exists() else None)
+    return None if adapter in ("none", "", None) else adapter
+
+
+def use_chat_template(tokenizer: Any, chat_template: str | None, model_id: str) -> None:
+    """Set ``chat_template`` on ``tokenizer`` when given; refuse a tokenizer left without one."""
+    if chat_template:
+        tokenizer.chat_template = chat_template
+    if tokenizer.chat_template is None:
+        raise PrmkitError(f"{model_id} has no chat template; pass chat_template=...")
+
+
+def render_prompt(tokenizer: Any, request: GenerationRequest) -> str:
+    """The exact prompt text: chat template with the assistant turn opened, then the prefix."""
+    prompt = tokenizer.apply_chat_template(request.messages, tokenize=False, add_generation_prompt=True)
+    return prompt + request.prefix
+
+
 class _GumbelSampler:
     """A logits processor that turns greedy decoding into per-row seeded sampling."""
 
@@ -187,11 +210,7 @@ class HFPolicy:
         self.model, self.tokenizer, self.model_id = load_causal_lm(
             model, gguf_file=gguf_file, dtype=dtype, device=device,
             trust_remote_code=trust_remote_code)
-        if adapter == "default":
-            adapter = (str(DEFAULT_ADAPTER) if model is None
-                       and (DEFAULT_ADAPTER / "adapter_config.json").exists() else None)
-        elif adapter in ("none", ""):
-            adapter = None
+        adapter = resolve_adapter(model, adapter)
         #: Worked examples the prompt should carry: 0 for a policy tuned by ``prmkit policy sft``
         #: (trained on zero-shot prompts), None to let the caller decide.
         self.prompt_shots: int | None = None
@@ -209,10 +228,7 @@ class HFPolicy:
         self.batch_size = batch_size
         self.progress = progress
         self.device = str(self.model.device)
-        if chat_template:
-            self.tokenizer.chat_template = chat_template
-        if self.tokenizer.chat_template is None:
-            raise PrmkitError(f"{self.model_id} has no chat template; pass chat_template=...")
+        use_chat_template(self.tokenizer, chat_template, self.model_id)
         self._shared_cache: dict[tuple[int, ...], Any] = {}
         # transformers 5.2x renamed ``past_key_values`` to ``cache``; use whichever this one takes.
         import inspect
@@ -229,9 +245,7 @@ class HFPolicy:
 
     def render(self, request: GenerationRequest) -> str:
         """The exact prompt text: chat template with the assistant turn opened, then the prefix."""
-        prompt = self.tokenizer.apply_chat_template(request.messages, tokenize=False,
-                                                    add_generation_prompt=True)
-        return prompt + request.prefix
+        return render_prompt(self.tokenizer, request)
 
     def generate(self, requests: Sequence[GenerationRequest], params: SamplingParams
                  ) -> list[list[Completion]]:
