@@ -41,7 +41,8 @@ def resolve_backbone(name: str) -> str:
     if name == "tiny":
         from prmkit.policies._hf import cache_dir
 
-        path = cache_dir() / "backbones" / "tiny-llama-char-v1"
+        # v2: the tokenizer has a decoder (v1 folders decode "ab" as "a b"); the same weights and ids
+        path = cache_dir() / "backbones" / "tiny-llama-char-v2"
         if not _complete(path):
             build_tiny_backbone(path)
         return str(path)
@@ -61,8 +62,16 @@ def _smollm2_folder() -> str:
 
 
 def build_char_tokenizer():
-    """A fast character-level tokenizer (one token per character) with ChatML special tokens."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
+    """A fast character-level tokenizer (one token per character) with ChatML special tokens.
+
+    Decoding joins the characters back (``decode(encode(text)) == text`` for text of :data:`CHARS`);
+    ``skip_special_tokens=True`` drops the specials.
+
+    >>> tok = build_char_tokenizer()
+    >>> tok.decode(tok.encode("a b\\n<|im_end|>"), skip_special_tokens=True)
+    'a b\\n'
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     specials = ["<pad>", "<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>", "<extra_0>"]
@@ -71,8 +80,10 @@ def build_char_tokenizer():
         vocab.setdefault(ch, len(vocab))
     tk = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tk.pre_tokenizer = pre_tokenizers.Split(pattern="", behavior="isolated")
+    # WordLevel's default decoding joins tokens with spaces; the tokens are the characters themselves
+    tk.decoder = decoders.Fuse()
     tok = PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", unk_token="<unk>",
-                                  bos_token="<s>", eos_token="</s>",
+                                  bos_token="<s>", eos_token="</s>", clean_up_tokenization_spaces=False,
                                   additional_special_tokens=["<|im_start|>", "<|im_end|>", "<extra_0>"])
     tok.chat_template = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
                          "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
