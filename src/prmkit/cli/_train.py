@@ -13,13 +13,15 @@ console = Console(stderr=True)
 _CONFIG_HELP = ("A YAML config, or the name of a shipped one (tiny, minilm, smollm2-lora, "
                 "qwen2.5-math-7b-gpu); 'prmkit train configs' lists them.")
 _OVERRIDE_HELP = "key=value overrides, dotted for nested fields (lora.r=8), values parsed as YAML."
+_PROCESSES_HELP = ("Train on this many CPU processes (DDP over gloo), started here; on GPUs use "
+                   "accelerate launch --multi_gpu --num_processes N -m prmkit train ... instead.")
 
 
-def _run(kind: str, config: str | None, overrides: list[str] | None) -> None:
-    from prmkit.train import load_config, train
+def _run(kind: str, config: str | None, overrides: list[str] | None, num_processes: int) -> None:
+    from prmkit.train import launch, load_config
 
     cfg = load_config(config, list(overrides or []), kind=kind)
-    result = train(cfg, log=lambda msg: console.print(msg, highlight=False, soft_wrap=True))
+    result = launch(cfg, num_processes, log=lambda msg: console.print(msg, highlight=False, soft_wrap=True))
     if result.eval:
         parts = ", ".join(f"{k} {v:.4f}" for k, v in result.eval.items() if isinstance(v, float))
         console.print(f"final eval: {parts}", highlight=False)
@@ -29,27 +31,28 @@ def _run(kind: str, config: str | None, overrides: list[str] | None) -> None:
 def prm(
     overrides: Annotated[list[str] | None, typer.Argument(help=_OVERRIDE_HELP)] = None,
     config: Annotated[str | None, typer.Option("--config", "-c", help=_CONFIG_HELP)] = None,
+    num_processes: Annotated[int, typer.Option("--num-processes", min=1, help=_PROCESSES_HELP)] = 1,
 ) -> None:
     """Train a PRM on step labels.
 
     Example: prmkit train prm --config tiny train=[traces.jsonl] output_dir=runs/prm
-    Multi-process: accelerate launch --multi_gpu --num_processes 2 -m prmkit train prm --config tiny ...
-    (--multi_gpu starts the processes, also on CPU, where they talk over gloo; with --cpu or on a machine
-    with fewer than two GPUs, accelerate launch without --multi_gpu starts a single process.)
+    On 2 CPU processes: prmkit train prm --num-processes 2 --config tiny train=[traces.jsonl]
+    On 8 GPUs: accelerate launch --multi_gpu --num_processes 8 -m prmkit train prm --config ...
     """
-    _run("prm", config, overrides)
+    _run("prm", config, overrides, num_processes)
 
 
 @app.command()
 def orm(
     overrides: Annotated[list[str] | None, typer.Argument(help=_OVERRIDE_HELP)] = None,
     config: Annotated[str | None, typer.Option("--config", "-c", help=_CONFIG_HELP)] = None,
+    num_processes: Annotated[int, typer.Option("--num-processes", min=1, help=_PROCESSES_HELP)] = 1,
 ) -> None:
     """Train an ORM (one outcome label per trace) on the same backbones and inputs as a PRM.
 
     Example: prmkit train orm --config tiny train=[traces.jsonl] output_dir=runs/orm
     """
-    _run("orm", config, overrides)
+    _run("orm", config, overrides, num_processes)
 
 
 @app.command()

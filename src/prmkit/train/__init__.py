@@ -7,10 +7,12 @@
 
 from prmkit.train._config import ConfigError, LoraSettings, TrainConfig, example_configs, load_config
 from prmkit.train._data import DataReport, encode_traces, length_batches, outcome_target, step_targets
+from prmkit.train._launch import launch
 from prmkit.train._trainer import TRAIN_AUTO, TrainResult, evaluate_encoded, position_loss, train
 
 __all__ = [
     "ConfigError", "LoraSettings", "TrainConfig", "example_configs", "load_config",
     "DataReport", "encode_traces", "length_batches", "outcome_target", "step_targets",
     "TRAIN_AUTO", "TrainResult", "evaluate_encoded", "position_loss", "train",
+    "launch",
 ]

@@ -11,8 +11,9 @@ in float32; ``auto``: bf16 where the hardware has it natively, see :data:`TRAIN_
 only at the label positions (:meth:`RewardModel.position_logits`), AdamW is the fused kernel where
 torch has one for the device, and batches hold traces of similar length (``bucketing``).
 
-Runs on one process or many (``accelerate launch``, DDP; gloo on CPU): each process takes every
-``world``-th batch. Checkpoints (``save_every``) hold the weights (or LoRA adapter), the optimizer
+Runs on one process or many (DDP; :func:`prmkit.train.launch` starts them on CPU, over gloo, and
+``accelerate launch --multi_gpu`` on GPUs): each process takes every ``world``-th batch. Checkpoints
+(``save_every``) hold the weights (or LoRA adapter), the optimizer
 state in safetensors and the position in the data, so a resumed run continues exactly where it
 stopped. The final model is a plain ``save_pretrained`` folder; LoRA is merged into it.
 """
