@@ -49,7 +49,7 @@ from prmkit.policies import (
     derive_seed,
     get_policy,
 )
-from prmkit.policies._sampling import completion_to_trace, sample_traces
+from prmkit.generate import completion_to_trace, sample_traces
 from prmkit.trace import Problem, Trace, binarize, read_traces
 
 

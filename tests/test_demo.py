@@ -64,7 +64,7 @@ def test_demo_quick_writes_the_report_and_resumes(tmp_path):
     # Other settings in the same folder are refused, nothing is deleted.
     import dataclasses
 
-    from prmkit._demo import DEMO_PRESETS, run_demo
+    from prmkit.demo import DEMO_PRESETS, run_demo
     from prmkit.errors import PrmkitError
 
     with pytest.raises(PrmkitError, match="other settings"):

@@ -88,7 +88,7 @@ def _jsonl(path: Path, out: str) -> list:
 
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory):
-    from prmkit import _demo
+    from prmkit import demo as _demo
     from prmkit.envs import ArithConfig, ArithEnv
     from prmkit.policies import POLICIES
 

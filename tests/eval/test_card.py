@@ -14,7 +14,7 @@ from prmkit.errors import PrmkitError
 from prmkit.eval._card import CARD_FIELDS, MISSING_TEXT, Card, card_from_provenance
 from prmkit.labelers import JudgeLabeler
 from prmkit.policies import SamplingParams, ScriptedPolicy
-from prmkit.policies._sampling import sample_traces
+from prmkit.generate import sample_traces
 from prmkit.trace import Problem, Step, StepLabel, Trace, read_traces
 from prmkit.train._config import TrainConfig
 

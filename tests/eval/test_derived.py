@@ -16,7 +16,7 @@ from prmkit.eval._derived import (
     gsm8k_derived_traces,
     strip_calculations,
 )
-from prmkit.search import is_correct
+from prmkit.traces import is_correct
 from prmkit.trace import Problem, Trace
 
 R1 = {"question": "Tom has 4 bags of 6 apples. He eats 5. How many are left?",

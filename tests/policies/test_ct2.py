@@ -11,7 +11,7 @@ import pytest
 from prmkit.envs import ArithConfig, ArithEnv
 from prmkit.envs._prompts import PromptBuilder
 from prmkit.policies import GenerationRequest, SamplingParams, default_backend, get_policy
-from prmkit.policies._sampling import sample_traces
+from prmkit.generate import sample_traces
 
 pytest.importorskip("torch")
 pytest.importorskip("ctranslate2")

@@ -9,7 +9,7 @@ import pytest
 from prmkit.envs import ArithConfig, ArithEnv
 from prmkit.errors import PrmkitError
 from prmkit.policies import SamplingParams, get_policy
-from prmkit.policies._sft import SFT_SEED, PolicySFTConfig, sft_policy, training_examples
+from prmkit.train._policy_sft import SFT_SEED, PolicySFTConfig, sft_policy, training_examples
 
 pytest.importorskip("trl")
 

@@ -57,10 +57,12 @@ def test_errors_and_callables():
     assert get_aggregator(my_max) is my_max
 
 
-def test_search_helper_uses_these(make_rm):
-    """prmkit.search reads its aggregators from here when prmkit.scoring is present."""
-    common = pytest.importorskip("prmkit.search._common")
-    assert common.get_aggregator("first_below:0.6")(SCORES) == pytest.approx(1 / 3)
+def test_trace_score_uses_these():
+    """trace_score (what selection, search and the probes aggregate with) reads the same registry."""
+    from prmkit.scoring import trace_score
+
+    assert trace_score(SCORES, "first_below:0.6") == pytest.approx(1 / 3)
+    assert trace_score([], "min") is None
 
 
 def test_score_traces_prm_and_orm(make_rm, mixed_traces):

@@ -10,7 +10,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from prmkit.data._format import FORMATS, ImportReport, detect_format, get_format
+from prmkit.data import FORMATS, ImportReport, detect_format, read
+from prmkit.data import convert as convert_file
 from prmkit.errors import PrmkitError
 from prmkit.trace import Trace
 
@@ -40,17 +41,9 @@ def parse_options(pairs: list[str] | None) -> dict[str, Any]:
     return out
 
 
-def _format_name(path: Path, fmt: str | None) -> str:
-    if not path.exists():
-        raise PrmkitError(f"{path}: no such file")
-    return fmt or detect_format(path)
-
-
 def _read(path: Path, fmt: str | None, options: dict[str, Any], *, skip_invalid: bool,
           report: ImportReport):
-    f = get_format(_format_name(path, fmt), **options)
-    f.report = report
-    return f.read(path, skip_invalid=skip_invalid)
+    return read(path, fmt, skip_invalid=skip_invalid, report=report, **options)
 
 
 def _print_problems(report: ImportReport, limit: int) -> None:
@@ -85,15 +78,10 @@ def convert(
     Example: prmkit data convert processbench/gsm8k.json pb.jsonl --to trl_stepwise
     """
     report = ImportReport()
-    traces = _read(src, from_, parse_options(option), skip_invalid=skip_invalid, report=report)
-    to = to or ("parquet" if dst.suffix == ".parquet" else "prmkit")
-    if to == "parquet":
-        from prmkit.data._hf import write_parquet
-
-        n = write_parquet(traces, dst)
-    else:
-        n = get_format(to, **parse_options(write_option)).write(traces, dst)
+    n = convert_file(src, dst, src_format=from_, dst_format=to, skip_invalid=skip_invalid, report=report,
+                read_options=parse_options(option), write_options=parse_options(write_option))
     _print_problems(report, show)
+    to = to or ("parquet" if dst.suffix == ".parquet" else "prmkit")
     console.print(f"wrote {n} {to} records to {dst} ({report.summary()})", highlight=False)
 
 
@@ -110,7 +98,9 @@ def validate(
     are listed as issues and also fail the check.
     """
     report = ImportReport()
-    fmt = _format_name(path, from_)
+    if not path.exists():
+        raise PrmkitError(f"{path}: no such file")
+    fmt = from_ or detect_format(path)
     for _ in _read(path, fmt, parse_options(option), skip_invalid=True, report=report):
         pass
     limit = show or len(report.skipped) + len(report.issues) + 1
@@ -135,7 +125,7 @@ def stats(
 
     Example: prmkit data stats processbench/math.json
     """
-    from prmkit.data._stats import compute_stats
+    from prmkit.data import compute_stats
 
     report = ImportReport()
     st = compute_stats(_read(path, from_, parse_options(option), skip_invalid=False, report=report),

@@ -1,4 +1,4 @@
-"""``prmkit demo``: the whole pipeline on the embedded default (see :mod:`prmkit._demo`)."""
+"""``prmkit demo``: the whole pipeline on the embedded default (see :mod:`prmkit.demo`)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def demo(
     """
     import dataclasses
 
-    from prmkit._demo import DEMO_PRESETS, run_demo
+    from prmkit.demo import DEMO_PRESETS, run_demo
     from prmkit.errors import PrmkitError
 
     cfg = dataclasses.replace(DEMO_PRESETS["quick" if quick else "full"])

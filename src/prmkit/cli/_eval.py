@@ -7,19 +7,16 @@ report with the process-supervision card.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 
-from prmkit.cli._score import AggregateOpt, ModelOpt, ScorerArgOpt, ScorerOpt, _read, _score_chunk, _scorer
-from prmkit.errors import PrmkitError
+from prmkit.cli._score import AggregateOpt, ModelOpt, ScorerArgOpt, ScorerOpt, load_scorer_opts
 
 if TYPE_CHECKING:
-    from prmkit.scoring._protocol import StepScorer
-    from prmkit.trace import Trace
+    from prmkit.scoring import StepScorer
 
 __all__ = ["app", "report"]
 
@@ -39,44 +36,23 @@ def _echo(lines: list[str]) -> None:
 
 
 def _save(section: str, data: dict[str, Any], path: Path | None) -> None:
-    if path is None:
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({section: data}, indent=2, sort_keys=True) + "\n")
-    console.print(f"wrote {path}", highlight=False)
+    from prmkit.eval import save_section
+
+    if path is not None:
+        console.print(f"wrote {save_section(section, data, path)}", highlight=False)
 
 
-def _prm(model: Path | None, scorer: str, scorer_arg: list[str] | None, batch_size: int,
-         what: str) -> StepScorer | None:
+def _prm(model: Path | None, scorer: str, scorer_arg: list[str] | None, batch_size: int) -> StepScorer | None:
     """The PRM to score with (loaded once per command), or None: use the scores the traces carry."""
     if model is None and scorer == "model":
         return None
-    sc = _scorer(model, scorer, scorer_arg, batch_size)
-    if sc.kind != "prm":
-        raise PrmkitError(f"{what} needs a PRM (per-step scores); {sc.name} is an {sc.kind.upper()}")
-    return sc
+    return load_scorer_opts(model, scorer, scorer_arg, batch_size)
 
 
-def _scored(traces: list[Trace], sc: StepScorer | None, key: str, what: str,
-            aggregate: str = "min") -> list[Trace]:
-    """Score ``traces`` under ``key`` with ``sc``, or (None) check they already carry scores."""
-    from prmkit._progress import progress_bar
-
-    if sc is None:
-        if not any(key in s.scores for t in traces for s in t.steps):
-            raise PrmkitError(f"{what}: the traces carry no step scores under {key!r}; give the PRM "
-                              f"with --model DIR (or score them first with prmkit score)")
-        return traces
-    skipped: list[tuple[str, str]] = []
-    chunk = 64
-    with progress_bar(len(traces), f"scoring ({what})", transient=False) as advance:
-        for i in range(0, len(traces), chunk):
-            skipped += _score_chunk(sc, traces[i:i + chunk], key, aggregate)
-            advance(len(traces[i:i + chunk]))
+def _unscored(skipped: list[tuple[str, str]]) -> None:
     if skipped:
         console.print(f"[yellow]{len(skipped)} traces could not be scored[/] (first: "
                       f"{skipped[0][0]}: {skipped[0][1]})", highlight=False, soft_wrap=True)
-    return traces
 
 
 @app.command("processbench")
@@ -104,24 +80,12 @@ def processbench(
 
     Example: prmkit eval processbench ../shared/data/processbench/gsm8k.json --model runs/demo/prm
     """
-    from prmkit.eval._processbench import evaluate_processbench
+    from prmkit.eval import processbench_files
 
-    sc = _prm(model, scorer, scorer_arg, batch_size, "processbench")
-
-    def load(paths: list[Path]) -> dict[str, list[Trace]]:
-        out: dict[str, list[Trace]] = {}
-        for p in paths:
-            name = p.stem
-            if name in out:
-                raise PrmkitError(f"two split files are named {name!r}; rename one")
-            traces = list(_read(p, "processbench", False))[:limit]
-            out[name] = _scored(traces, sc, key, f"processbench {name}")
-        return out
-
-    splits = load(files)
-    tune = load(tune_on) if tune_on else None
-    result = evaluate_processbench(splits, key=key, threshold=threshold, tune_on=tune,
-                                   cross_split=cross_split)
+    result, skipped = processbench_files(files, _prm(model, scorer, scorer_arg, batch_size), key=key,
+                                         threshold=threshold, tune_on=tune_on, cross_split=cross_split,
+                                         limit=limit)
+    _unscored(skipped)
     _echo(result.lines(by_generator=by_generator))
     _save("processbench", result.to_dict(), json_out)
 
@@ -146,13 +110,11 @@ def prmbench(
 
     Example: prmkit eval prmbench ../shared/data/prmbench/prm800k_test_p1_4o_*.jsonl --model runs/demo/prm
     """
-    from prmkit.eval._prmbench import evaluate_prmbench
+    from prmkit.eval import prmbench_files
 
-    traces: list[Trace] = []
-    for p in files:
-        traces += list(_read(p, "prmbench", False))[:limit]
-    traces = _scored(traces, _prm(model, scorer, scorer_arg, batch_size, "prmbench"), key, "prmbench")
-    result = evaluate_prmbench(traces, key=key, threshold=threshold, out_of_range=out_of_range)
+    result, skipped = prmbench_files(files, _prm(model, scorer, scorer_arg, batch_size), key=key,
+                                     threshold=threshold, out_of_range=out_of_range, limit=limit)
+    _unscored(skipped)
     _echo(result.lines())
     _save("prmbench", result.to_dict(), json_out)
 
@@ -175,31 +137,18 @@ def bon(
 
     Example: prmkit eval bon scored.jsonl --json runs/bon.json
     """
-    from prmkit.eval._bon import bon_curves, default_methods
-    from prmkit.eval._stepmetrics import step_metrics_for
-    from prmkit.eval._summary import bon_verdict
+    from prmkit.eval import bon_file
 
-    traces = list(_read(inp, None, False))
-    methods = default_methods(traces, prm_key=prm_key, orm_key=orm_key)
-    names = [m.name for m in methods]
-    main = "PRM (min)" if "PRM (min)" in names else None
-    comparisons = [(main, r) for r in ("ORM", "majority") if main and r in names]
-    result = bon_curves(traces, methods, bootstrap=bootstrap, seed=seed, comparisons=comparisons)
-    _echo(result.lines())
-    sections: dict[str, Any] = {"bon": result.to_dict()}
-    if any(prm_key in s.scores for t in traces for s in t.steps):
-        sm = step_metrics_for(traces, key=prm_key, label_source=label_source, threshold=threshold)
-        sections["step_metrics"] = {prm_key: sm.to_dict()}
-        d = sm.to_dict()
-        console.print(f"step metrics ({prm_key}): AUROC {_f(d['auroc'])}  F1(error) {_f(d['f1_error'])}  "
+    result, sections = bon_file(inp, prm_key=prm_key, orm_key=orm_key, label_source=label_source,
+                        threshold=threshold, bootstrap=bootstrap, seed=seed)
+    _echo(result.curves.lines())
+    for key, d in sections.get("step_metrics", {}).items():
+        console.print(f"step metrics ({key}): AUROC {_f(d['auroc'])}  F1(error) {_f(d['f1_error'])}  "
                       f"ECE {_f(d['ece'])}  on {d['n']} labelled steps", highlight=False)
-    if main:
-        sections["summary"] = bon_verdict(sections["bon"], main, [r for _, r in comparisons])
+    if "summary" in sections:
         console.print(sections["summary"]["verdict"], highlight=False, soft_wrap=True)
     if json_out is not None:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(sections, indent=2, sort_keys=True) + "\n")
-        console.print(f"wrote {json_out}", highlight=False)
+        _save("", sections, json_out)
 
 
 def _f(x: float | None) -> str:
@@ -230,30 +179,13 @@ def probes(
 
     Example: prmkit eval probes runs/demo/heldout.jsonl --model runs/demo/prm --transfer-gsm8k gsm8k/test.jsonl
     """
-    from prmkit.eval._derived import gsm8k_derived_traces
-    from prmkit.eval._probes import collapse_probe, gaming_probe, length_bias_probe, transfer_probe
+    from prmkit.eval import probes_file
 
-    sc = _prm(model, scorer, scorer_arg, batch_size, "the probes")
-    if sc is None:
-        raise PrmkitError("the probes score perturbed traces: give the PRM with --model DIR")
-    traces = list(_read(inp, None, False))
-    key = "probe"
-    _scored(traces, sc, key, "probes", aggregate)
-    res: dict[str, Any] = {
-        "collapse": collapse_probe(traces, key=key, label_source=label_source).to_dict(),
-        "gaming": gaming_probe(sc, [t for t in traces if t.steps][:gaming_traces], seed=seed).to_dict(),
-        "length_bias": length_bias_probe(traces, key=key, aggregate=aggregate).to_dict(),
-    }
-    sources: dict[str, list[Trace]] = {}
-    for p in transfer or []:
-        sources[p.stem] = list(_read(p, None, False))
-    if transfer_gsm8k is not None:
-        sources["gsm8k (derived)"] = gsm8k_derived_traces(transfer_gsm8k, limit=transfer_limit, seed=seed)
-    if sources:
-        name = inp.stem
-        # The given label source is the in-domain traces'; other sources use their own labels.
-        res["transfer"] = transfer_probe(sc, {name: traces, **sources}, in_domain=name, key=key,
-                                         label_source={name: label_source}).to_dict()
+    sc = _prm(model, scorer, scorer_arg, batch_size)
+    res, skipped = probes_file(inp, sc, label_source=label_source, transfer=transfer or [],
+                               transfer_gsm8k=transfer_gsm8k, transfer_limit=transfer_limit,
+                               gaming_traces=gaming_traces, aggregate=aggregate, seed=seed)
+    _unscored(skipped)
     for probe, d in res.items():
         verdict = "FAILED" if d.get("failed") else "passed"
         console.print(f"{probe}: {verdict} — {d.get('criterion', '')}", highlight=False, soft_wrap=True)
@@ -277,28 +209,11 @@ def report(
 
     Example: prmkit report pb.json bon.json probes.json --traces scored.jsonl --model-dir runs/prm -o runs/report
     """
-    from prmkit.eval._card import card_from_provenance
-    from prmkit.eval._report import load_results, write_report
+    from prmkit.eval import parse_card_overrides, report_files
 
-    for p in results:
-        if not p.exists():
-            raise PrmkitError(f"{p}: no such file")
-    warnings: list[str] = []
-    merged = load_results(results, warnings=warnings)
+    paths, warnings = report_files(results, out, traces=traces or [], model_dirs=model_dir or [],
+                                   card=parse_card_overrides(card or []), title=title)
     for w in warnings:
         console.print(f"[yellow]{w}[/]", highlight=False, soft_wrap=True)
-    overrides: dict[str, str] = {}
-    for pair in card or []:
-        k, sep, v = pair.partition("=")
-        if not sep:
-            raise PrmkitError(f"--card expects FIELD=VALUE, got {pair!r}")
-        overrides[k.strip()] = v.strip()
-    loaded: list[Trace] = []
-    for p in traces or []:
-        loaded += list(_read(p, None, False))
-    if loaded or model_dir or overrides or "card" not in merged:
-        merged["card"] = card_from_provenance(traces=loaded, model_dirs=model_dir or [],
-                                              results=merged, overrides=overrides).to_dict()
-    paths = write_report(merged, out, title=title)
     for kind, path in paths.items():
         console.print(f"{kind}: {path}", highlight=False, soft_wrap=True)

@@ -9,7 +9,6 @@ import typer
 from rich.console import Console
 
 from prmkit.cli._data import parse_options
-from prmkit.errors import PrmkitError
 
 console = Console()
 
@@ -52,24 +51,21 @@ def generate(
     Example: prmkit generate --env arith -n 8 --problems 50 -o traces.jsonl
     A rerun with the same arguments skips the problems already in the file.
     """
-    from prmkit.envs._prompts import PromptBuilder
     from prmkit.eval import pass_at_k_traces
-    from prmkit.policies import SamplingParams
-    from prmkit.policies._sampling import sample_traces
+    from prmkit.generate import generate_file, load_problems
+    from prmkit.policies import SamplingParams, load_policy
     from prmkit.trace import read_traces
 
-    items, cfg = load_problems(env, data, data_format, problems, start, steps, ops, max_operand,
-                               env_seed, distractors)
-    pol = load_policy(policy, policy_arg, batch_size)
-    prompts = PromptBuilder.for_policy(pol, config=cfg, source=data_format, shots=shots)
+    items, cfg = load_problems(env=env, data=data, data_format=data_format, n=problems, start=start,
+                               steps=steps, ops=ops, max_operand=max_operand, distractors=distractors,
+                               env_seed=env_seed)
     params = SamplingParams(n=n, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                             seed=seed)
-    report = sample_traces(items, pol, out, params=params, prompts=prompts,
-                           problems_per_call=problems_per_call, label=not no_labels,
-                           overwrite=overwrite)
-    done = [t for t in read_traces(out)]
-    ks = [k for k in (1, 4, 8, 16, 32) if k <= n]
-    passk = pass_at_k_traces(done, ks)
+    report = generate_file(out, items, load_policy(policy, parse_options(policy_arg), batch_size=batch_size),
+                           params=params, arith_config=cfg, source=data_format, shots=shots,
+                           problems_per_call=problems_per_call, label=not no_labels, overwrite=overwrite)
+    done = list(read_traces(out))
+    passk = pass_at_k_traces(done, [k for k in (1, 4, 8, 16, 32) if k <= n])
     console.print(
         f"{out}: {len(done)} traces for {report.problems} problems "
         f"({report.skipped_done} already done, {report.generated} generated"
@@ -78,44 +74,3 @@ def generate(
         soft_wrap=True)
     console.print("  ".join(f"pass@{k} {v:.1%}" for k, v in passk.items()), highlight=False,
                   soft_wrap=True)
-
-
-def load_policy(policy: str | None, policy_arg: list[str] | None, batch_size: int | None):
-    """The ``--policy`` backend (None: :func:`~prmkit.policies.default_backend`) with its
-    ``-p KEY=VALUE`` arguments (local backends: ``--batch-size`` where given, no per-batch progress
-    bar); shared by ``generate`` and ``search``."""
-    from prmkit.policies import default_backend, get_policy
-
-    policy = policy or default_backend()
-    kwargs = parse_options(policy_arg)
-    if policy in ("hf", "ct2"):
-        if batch_size is not None:
-            kwargs.setdefault("batch_size", batch_size)
-        kwargs.setdefault("progress", False)
-    return get_policy(policy, **kwargs)
-
-
-def load_problems(env: str | None, data: Path | None, data_format: str | None, problems: int, start: int,
-                  steps: str, ops: str, max_operand: int, env_seed: int, distractors: int = 0):
-    """``(problems, arith config or None)`` from ``--env arith`` or ``--data PATH`` (shared by
-    ``generate`` and ``search``)."""
-    from prmkit.envs import ArithConfig, ArithEnv
-    from prmkit.policies._sampling import problems_from_file
-
-    if (env is None) == (data is None):
-        raise PrmkitError("give exactly one of --env arith or --data PATH")
-    if env is not None:
-        if env != "arith":
-            raise PrmkitError(f"unknown environment {env!r}; built in: arith")
-        lo, _, hi = steps.partition("-")
-        try:
-            step_range = int(lo) if not hi else (int(lo), int(hi))
-        except ValueError:
-            raise PrmkitError(f"--steps must be N or MIN-MAX, got {steps!r}") from None
-        cfg = ArithConfig(steps=step_range, ops=tuple(ops), max_operand=max_operand,
-                          distractors=distractors, seed=env_seed)
-        return ArithEnv(cfg).problems(problems, start=start), cfg
-    assert data is not None
-    if not data.exists():
-        raise PrmkitError(f"{data}: no such file")
-    return problems_from_file(data, data_format, limit=start + problems)[start:], None

@@ -98,8 +98,7 @@ def label(
     -p batch_invariant=true) the labels are the same as an uninterrupted run.
     """
     from prmkit.cli._data import parse_options
-    from prmkit.labelers import PolicySpec, get_labeler, label_file
-    from prmkit.labelers._run import default_store_path
+    from prmkit.labelers import PolicySpec, default_store_path, get_labeler, label_file
     from prmkit.policies import default_backend
 
     if method not in METHODS:

@@ -34,7 +34,7 @@ def sft(
     Use the result with: prmkit generate ... -p adapter=runs/policy-sft
     """
     from prmkit.errors import PrmkitError
-    from prmkit.policies._sft import PolicySFTConfig, sft_policy
+    from prmkit.train import PolicySFTConfig, sft_policy
 
     lo, _, hi = steps.partition("-")
     try:

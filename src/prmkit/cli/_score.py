@@ -10,20 +10,18 @@
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
-from prmkit.errors import PrmkitError
+from prmkit.cli._data import parse_options
 
 if TYPE_CHECKING:
-    from prmkit.scoring._protocol import StepScorer
-    from prmkit.trace import Problem, Trace
+    from prmkit.scoring import StepScorer
 
-__all__ = ["score", "select", "search"]
+__all__ = ["score", "select", "search", "load_scorer_opts"]
 
 console = Console()
 
@@ -38,48 +36,17 @@ AggregateOpt = Annotated[str, typer.Option(
     help="Step scores -> trace score: min, last, prod, mean, geo_mean, first_below:T.")]
 
 
-def _scorer(model: Path | None, scorer: str, scorer_arg: list[str] | None, batch_size: int) -> StepScorer:
-    from prmkit.cli._data import parse_options
-    from prmkit.search._scorers import get_scorer
+def load_scorer_opts(model: Path | None, scorer: str, scorer_arg: list[str] | None, batch_size: int
+                     ) -> StepScorer:
+    """The ``--model`` / ``--scorer`` / ``-s`` options as a scorer (shared by score, search, eval)."""
+    from prmkit.scoring import load_scorer
 
-    kwargs = parse_options(scorer_arg)
-    if scorer == "model":
-        if model is None:
-            raise PrmkitError("give the checkpoint folder with --model DIR")
-        if not model.exists():
-            raise PrmkitError(f"{model}: no such folder")
-        kwargs.setdefault("batch_size", batch_size)
-        kwargs["path"] = str(model)
-    elif model is not None:
-        raise PrmkitError(f"--model is for --scorer model, not {scorer!r}")
-    return get_scorer(scorer, **kwargs)
+    return load_scorer(scorer, model, parse_options(scorer_arg), batch_size=batch_size)
 
 
-def _read(path: Path, fmt: str | None, skip_invalid: bool):
-    from prmkit.data._format import read
-
-    if not path.exists():
-        raise PrmkitError(f"{path}: no such file")
-    return read(path, fmt, skip_invalid=skip_invalid)
-
-
-def _score_chunk(scorer: StepScorer, traces: list[Trace], key: str, aggregate: str
-                 ) -> list[tuple[str, str]]:
-    """Score ``traces`` in place; returns ``(trace id, reason)`` for those that could not be."""
-    from prmkit.scoring import score_traces
-
-    skipped = [(t.id, "no steps") for t in traces if not t.steps]
-    todo = [t for t in traces if t.steps]
-    try:
-        score_traces(scorer, todo, key, aggregate=aggregate)
-    except PrmkitError:
-        # One trace the scorer rejects (say, too long for an ORM) must not cost the whole chunk.
-        for t in todo:
-            try:
-                score_traces(scorer, [t], key, aggregate=aggregate)
-            except PrmkitError as e:
-                skipped.append((t.id, str(e)))
-    return skipped
+def _say(lines: list[str]) -> None:
+    for line in lines:
+        console.print(line, highlight=False, soft_wrap=True)
 
 
 def score(
@@ -104,43 +71,11 @@ def score(
     A PRM's step scores go to step.scores[KEY] and the trace score to meta.scores["KEY:AGGREGATE"];
     an ORM's to meta.scores[KEY]. Traces that cannot be scored are written unchanged and listed.
     """
-    from prmkit.trace import TraceWriter
+    from prmkit.scoring import score_file
 
-    sc = _scorer(model, scorer, scorer_arg, batch_size)
-    key = key or sc.kind
-    agg_key = f"{key}:{aggregate}" if sc.kind == "prm" else key
-    n, values, skipped = 0, [], []
-    traces = iter(_read(inp, from_format, skip_invalid))
-    with TraceWriter(out) as w:
-        while batch := list(itertools.islice(traces, max(1, chunk))):
-            skipped += _score_chunk(sc, batch, key, aggregate)
-            for t in batch:
-                v = (t.meta.get("scores") or {}).get(agg_key)
-                if v is not None:
-                    values.append(v)
-                w.write(t)
-            n += len(batch)
-    mean = f"; mean trace score {sum(values) / len(values):.4f}" if values else ""
-    console.print(f"{out}: {n} traces, {len(values)} scored by {sc.name} ({sc.kind}, {aggregate})"
-                  f"{mean}", highlight=False, soft_wrap=True)
-    for trace_id, reason in skipped[:10]:
-        console.print(f"[yellow]unscored[/] {trace_id}: {reason}", highlight=False, soft_wrap=True)
-    if len(skipped) > 10:
-        console.print(f"… and {len(skipped) - 10} more unscored", highlight=False)
-
-
-def _pick_key(traces: list[Trace], key: str | None) -> str:
-    from prmkit.search import score_keys
-
-    if key is not None:
-        return key
-    keys = score_keys(traces)
-    if not keys:
-        raise PrmkitError("the traces carry no scores: run prmkit score first, or use --method majority")
-    if len(keys) > 1:
-        raise PrmkitError(f"the traces carry scores from several scorers ({', '.join(keys)}): pick one "
-                          "with --key")
-    return keys[0]
+    report = score_file(inp, out, load_scorer_opts(model, scorer, scorer_arg, batch_size), key=key,
+                        aggregate=aggregate, chunk=chunk, fmt=from_format, skip_invalid=skip_invalid)
+    _say(report.lines())
 
 
 def select(
@@ -160,42 +95,9 @@ def select(
     Correctness comes from each trace's outcome (or its answer against the reference answer).
     Majority vote and the oracle are printed beside a scored method for reference.
     """
-    from prmkit.search import SELECTORS, select_problems
-    from prmkit.search._select import SCORED_METHODS
-    from prmkit.trace import TraceWriter
+    from prmkit.search import select_file
 
-    if method not in SELECTORS:
-        raise PrmkitError(f"unknown --method {method!r}; one of {', '.join(SELECTORS)}")
-    traces = list(_read(inp, from_format, False))
-    if not traces:
-        raise PrmkitError(f"{inp}: no traces")
-    scored = method in SCORED_METHODS
-    if scored:
-        key = _pick_key(traces, key)
-    report = select_problems(traces, method, aggregate=aggregate, key=key)
-    console.print(report.summary() + (f" (scores: {key})" if scored else ""), highlight=False,
-                  soft_wrap=True)
-    refs = [m for m in ("majority", "oracle") if m != method]
-    console.print("reference: " + "; ".join(select_problems(traces, m).summary() for m in refs),
-                  highlight=False, soft_wrap=True)
-    if out is not None:
-        with TraceWriter(out) as w:
-            for s in report.selections:
-                if s.trace is None:
-                    continue
-                t = s.trace
-                t.meta["selection"] = s.to_dict()
-                t.add_provenance("select", method, {"aggregate": s.aggregate, "key": key})
-                w.write(t)
-        console.print(f"{out}: {w.count} chosen traces", highlight=False, soft_wrap=True)
-
-
-def _problems(env: str | None, data: Path | None, data_format: str | None, problems: int, start: int,
-              steps: str, ops: str, max_operand: int, env_seed: int) -> tuple[list[Problem], Any]:
-    """The problems to search on and, for ``arith``, the environment config (for the prompt)."""
-    from prmkit.cli._generate import load_problems
-
-    return load_problems(env, data, data_format, problems, start, steps, ops, max_operand, env_seed)
+    _say(select_file(inp, method=method, aggregate=aggregate, key=key, out=out, fmt=from_format).lines())
 
 
 def search(
@@ -242,37 +144,16 @@ def search(
     Prints the accuracy and the tokens generated and scored per problem (compare methods at equal
     compute); every answer trace records its search in meta.search.
     """
-    from prmkit.cli._generate import load_policy
-    from prmkit.envs._prompts import PromptBuilder
-    from prmkit.search import SEARCHES
-    from prmkit.search import search as run_search
-    from prmkit.search._common import is_correct
-    from prmkit.trace import TraceWriter
+    from prmkit.generate import load_problems
+    from prmkit.policies import load_policy
+    from prmkit.search import search_file
 
-    if method not in SEARCHES:
-        raise PrmkitError(f"unknown --method {method!r}; one of {', '.join(SEARCHES)}")
-    items, cfg = _problems(env, data, data_format, problems, start, steps, ops, max_operand, env_seed)
-    sc = _scorer(model, scorer, scorer_arg, batch_size)
-    pol = load_policy(policy, policy_arg, batch_size if policy == "hf" else None)
-    prompts = PromptBuilder.for_policy(pol, config=cfg, source=data_format, shots=shots)
-    settings: dict[str, Any] = {"lookahead": lookahead, "max_depth": max_depth, "aggregate": aggregate,
-                                "step_tokens": step_tokens, "temperature": temperature, "top_p": top_p,
-                                "seed": seed}
-    if method == "beam":
-        settings.update(beam_width=beam_width, expansions=expansions)
-    elif method == "dvts":
-        settings.update(n=n, m=m, select=select_method)
-    right, judged, generated, scored = 0, 0, 0, 0
-    with TraceWriter(out) as w:
-        for p in items:
-            r = run_search(method, p, pol, sc, prompts, **settings)
-            w.write(r.trace)
-            ok = is_correct(r.trace)
-            judged += ok is not None
-            right += bool(ok)
-            generated += r.generated_tokens
-            scored += r.scored_tokens
-    k = max(1, len(items))
-    acc = f"{right / judged:.1%} on {judged} problems" if judged else "n/a"
-    console.print(f"{out}: {method} accuracy {acc}; per problem {generated / k:.0f} tokens generated, "
-                  f"{scored / k:.0f} scored", highlight=False, soft_wrap=True)
+    items, cfg = load_problems(env=env, data=data, data_format=data_format, n=problems, start=start,
+                               steps=steps, ops=ops, max_operand=max_operand, env_seed=env_seed)
+    report = search_file(out, items, load_policy(policy, parse_options(policy_arg), batch_size=batch_size),
+                         load_scorer_opts(model, scorer, scorer_arg, batch_size), method=method,
+                         arith_config=cfg, source=data_format, shots=shots, beam_width=beam_width,
+                         expansions=expansions, n=n, m=m, select=select_method, lookahead=lookahead,
+                         max_depth=max_depth, aggregate=aggregate, step_tokens=step_tokens,
+                         temperature=temperature, top_p=top_p, seed=seed)
+    _say(report.lines())

@@ -8,18 +8,21 @@ from prmkit.data._answers import (
     extract_gsm8k,
     extract_last_number,
     normalize_answer,
+    EQUALITY_METHODS,
 )
 from prmkit.data._format import (
     FORMATS,
     Format,
     ImportReport,
     convert,
+    count_records,
     detect_format,
     get_format,
     read,
     register_format,
     write,
 )
+from prmkit.data._gsm8k import parse_calculations
 from prmkit.data._hf import (
     arrow_schema,
     decode_rows,
@@ -42,12 +45,12 @@ from prmkit.data._split import (
 from prmkit.data._stats import TraceStats, compute_stats
 
 __all__ = [
-    "FORMATS", "Format", "ImportReport", "convert", "detect_format", "get_format", "read",
+    "FORMATS", "Format", "ImportReport", "convert", "count_records", "detect_format", "get_format", "read",
     "register_format", "write",
     "arrow_schema", "decode_rows", "from_hf_dataset", "read_parquet", "to_hf_dataset",
     "write_parquet",
     "answers_equal", "extract_answer", "extract_answer_is", "extract_boxed", "extract_gsm8k",
-    "extract_last_number", "normalize_answer",
+    "extract_last_number", "normalize_answer", "parse_calculations", "EQUALITY_METHODS",
     "SPLITTERS", "Splitter", "get_splitter", "messages_to_trace", "register_splitter", "split_trace",
     "trace_to_messages",
     "prm800k_alternatives", "prmbench_original",

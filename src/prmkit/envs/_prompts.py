@@ -13,7 +13,7 @@ from typing import Any
 
 from prmkit.envs._arith import ArithConfig, ArithEnv
 from prmkit.errors import PrmkitError
-from prmkit.policies._base import GenerationRequest
+from prmkit.policies import GenerationRequest
 from prmkit.trace import Problem
 
 __all__ = ["PromptBuilder", "SYSTEM_PROMPT", "HAND_WRITTEN_SHOTS"]

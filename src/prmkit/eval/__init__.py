@@ -2,7 +2,10 @@
 and the process-supervision card.
 
 Each evaluation returns a result object whose ``to_dict()`` is one section of the report
-(:func:`write_report` renders Markdown, self-contained HTML and JSON from such sections).
+(:func:`write_report` renders Markdown, self-contained HTML and JSON from such sections). Two calls
+build the sections a PRM evaluation needs: :func:`bon_report` (curves and the verdict of
+:data:`MAIN_METHOD` against :data:`RIVALS`) and :func:`run_probes` (every probe in :data:`PROBES`;
+add one with :func:`register_probe`).
 """
 
 from prmkit.eval._agreement import cohen_kappa, label_agreement
@@ -14,14 +17,24 @@ from prmkit.eval._passk import pass_at_k, pass_at_k_traces
 from prmkit.eval._prmbench import PRMBENCH_GROUPS, PRMBenchResult, evaluate_prmbench, prmbench_with_originals
 from prmkit.eval._probes import (
     PERTURBATIONS,
+    PROBES,
+    CollapseProbe,
+    GamingProbe,
+    LengthBiasProbe,
+    Probe,
+    ProbeContext,
+    ProbeNotApplicable,
+    TransferProbe,
     append_filler,
     collapse_probe,
     duplicate_steps,
     gaming_probe,
     length_bias_probe,
     register_perturbation,
+    register_probe,
     reorder_steps,
     restate_problem,
+    run_probes,
     transfer_probe,
 )
 from prmkit.eval._processbench import (
@@ -31,9 +44,9 @@ from prmkit.eval._processbench import (
     processbench_split,
     threshold_sweep,
 )
-from prmkit.eval._report import load_results, render_html, render_markdown, write_report
+from prmkit.eval._report import ReportDoc, load_results, render_html, render_markdown, write_report
 from prmkit.eval._stepmetrics import StepMetrics, collect_steps, step_metrics, step_metrics_for
-from prmkit.eval._summary import bon_verdict
+from prmkit.eval._summary import EXTRA_COMPARISONS, MAIN_METHOD, RIVALS, BonReport, bon_report, bon_verdict
 
 __all__ = [
     "auroc", "first_error_accuracy", "first_error_index", "pass_at_k", "pass_at_k_traces",
@@ -41,11 +54,30 @@ __all__ = [
     "threshold_sweep",
     "evaluate_prmbench", "PRMBenchResult", "PRMBENCH_GROUPS", "prmbench_with_originals",
     "bon_curves", "BonCurves", "BonMethod", "default_methods", "bon_choices", "bon_verdict",
+    "bon_report", "BonReport", "MAIN_METHOD", "RIVALS", "EXTRA_COMPARISONS",
     "step_metrics", "step_metrics_for", "collect_steps", "StepMetrics",
     "gaming_probe", "collapse_probe", "length_bias_probe", "transfer_probe", "PERTURBATIONS",
     "register_perturbation", "append_filler", "restate_problem", "duplicate_steps", "reorder_steps",
+    "run_probes", "PROBES", "register_probe", "Probe", "ProbeContext", "ProbeNotApplicable",
+    "CollapseProbe", "GamingProbe", "LengthBiasProbe", "TransferProbe",
     "derive_traces", "gsm8k_derived_traces", "arith_derived_traces",
     "label_agreement", "cohen_kappa",
     "card_from_provenance", "Card", "CardField", "CARD_FIELDS",
-    "write_report", "render_markdown", "render_html", "load_results",
+    "write_report", "render_markdown", "render_html", "load_results", "ReportDoc",
 ]
+
+# File-level entry points of the stage (what ``prmkit eval ...`` and ``prmkit report`` call).
+from prmkit.eval._files import (  # noqa: E402
+    Scored,
+    bon_file,
+    parse_card_overrides,
+    prmbench_files,
+    probes_file,
+    processbench_files,
+    report_files,
+    save_section,
+    score_for_eval,
+)
+
+__all__ += ["processbench_files", "prmbench_files", "bon_file", "probes_file", "report_files", "save_section",
+            "parse_card_overrides", "score_for_eval", "Scored"]

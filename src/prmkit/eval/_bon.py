@@ -21,7 +21,7 @@ ORM), the trace-level score ``trace.meta["scores"][key]``.
 (:func:`prmkit.search.group_answers`); a subset of candidates uses the groups of its members, so
 answer equivalence (which can be slow) never runs inside the bootstrap. This equals grouping the
 subset itself whenever answer equivalence is transitive. Correctness comes from
-:func:`prmkit.search.is_correct`; a problem none of whose candidates can be judged (no outcome, no
+:func:`prmkit.traces.is_correct`; a problem none of whose candidates can be judged (no outcome, no
 reference answer) is left out and counted in ``unjudged_problems``; an unjudged candidate of a judged
 problem counts as wrong.
 
@@ -56,10 +56,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prmkit.errors import MissingDependencyError, PrmkitError
-from prmkit.scoring import get_aggregator
-from prmkit.search._common import is_correct, stored_scores, trace_score
-from prmkit.search._select import group_answers, group_by_problem
+from prmkit.scoring import get_aggregator, trace_score
+from prmkit.search import group_answers, group_by_problem
 from prmkit.trace import Trace
+from prmkit.traces import is_correct, stored_scores
 
 __all__ = ["BonMethod", "BonCurves", "SELECTOR_KINDS", "default_methods", "bon_curves", "bon_choices"]
 

@@ -381,7 +381,7 @@ def _plain_or_counted(counter: Counter, unit: str, total: int | None = None) -> 
 def _read_model_dir(path: str | os.PathLike) -> dict[str, Any]:
     """``prmkit_rm.json`` of a reward-model folder, with ``train_config`` from ``train_config.yaml``
     when the JSON lacks it."""
-    from prmkit.models._model import RM_CONFIG
+    from prmkit.models import RM_CONFIG
 
     folder = Path(path)
     cfg_file = folder / RM_CONFIG
@@ -410,7 +410,7 @@ def _read_model_dir(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def _fill_from_model_dirs(card: Card, model_dirs: Iterable[str | os.PathLike]) -> None:
-    from prmkit.models._model import RM_CONFIG
+    from prmkit.models import RM_CONFIG
 
     found: dict[str, list[tuple[str, str]]] = {"prm": [], "orm": []}
     bases: list[tuple[str, str]] = []

@@ -21,7 +21,7 @@ For each problem with a step-by-step reference solution, :func:`derive_traces` m
 
 ``final_answer`` is read from the trace text with :func:`~prmkit.data.extract_answer` and
 ``outcome`` compared with the reference answer, as ``prmkit generate`` does
-(:func:`~prmkit.policies._sampling.completion_to_trace`), so :func:`~prmkit.search.is_correct`
+(:func:`~prmkit.generate.completion_to_trace`), so :func:`~prmkit.traces.is_correct`
 works on them. Labels are ``StepLabel(v, source="synthetic", labeler="derived", args={"seed": ...})``;
 ``trace.meta["derived"]`` says what was changed, and a ``derive`` provenance entry records the call.
 
@@ -44,11 +44,10 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from prmkit.data._answers import answers_equal, extract_answer
-from prmkit.data._gsm8k import parse_calculations
+from prmkit.data import answers_equal, extract_answer, parse_calculations
 from prmkit.errors import PrmkitError
-from prmkit.search._common import states_answer
 from prmkit.trace import Problem, Step, StepLabel, Trace
+from prmkit.traces import states_answer
 
 __all__ = ["derive_traces", "gsm8k_derived_traces", "arith_derived_traces", "strip_calculations"]
 

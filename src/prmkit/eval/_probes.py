@@ -12,9 +12,12 @@
   source, and how much the AUROC drops away from the training domain.
 
 Every probe returns a small result whose ``to_dict()`` is the matching part of the evaluation
-report's ``"probes"`` section; :func:`run_probes` builds the whole section. Each result carries
-``failed`` and ``criterion``, the rule behind ``failed`` in words; a probe without enough data says
-so in ``criterion`` and does not fail.
+report's ``"probes"`` section. Each result carries ``failed`` and ``criterion``, the rule behind
+``failed`` in words; a probe without enough data says so in ``criterion`` and does not fail.
+
+:func:`run_probes` builds the whole section from the probes in :data:`PROBES`, each a :class:`Probe`:
+it runs on a :class:`ProbeContext` and renders its own numbers in the report. Adding a probe is one
+file: a class like :class:`CollapseProbe`, registered with :func:`register_probe`.
 """
 
 from __future__ import annotations
@@ -24,16 +27,16 @@ import math
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from prmkit._registry import Registry
 from prmkit.errors import PrmkitError
 from prmkit.eval._metrics import auroc, f1_score, first_error_index
+from prmkit.eval._report import ReportDoc
 from prmkit.eval._stepmetrics import collect_steps
-from prmkit.scoring import get_aggregator, score_traces
-from prmkit.scoring._protocol import StepScorer
-from prmkit.search._common import is_correct, states_answer, stored_scores, trace_score
+from prmkit.scoring import StepScorer, get_aggregator, score_traces, trace_score
 from prmkit.trace import Step, Trace
+from prmkit.traces import is_correct, states_answer, stored_scores
 
 __all__ = [
     "FILLER", "PERTURBATIONS", "register_perturbation",
@@ -42,7 +45,8 @@ __all__ = [
     "OutcomeGroup", "CollapseResult", "collapse_probe",
     "LengthBiasResult", "length_bias_probe",
     "SourceStats", "TransferResult", "transfer_probe",
-    "run_probes",
+    "Probe", "ProbeContext", "ProbeNotApplicable", "PROBES", "register_probe", "run_probes",
+    "CollapseProbe", "GamingProbe", "LengthBiasProbe", "TransferProbe",
 ]
 
 #: The default filler step of :func:`append_filler`: a claim, with no content, that the work is right.
@@ -430,7 +434,7 @@ def collapse_probe(traces: Iterable[Trace], key: str = "prm", *, label_source: s
     """Does the PRM judge steps, or only outcomes? From traces that carry step scores (``key``) and
     step labels (``label_source``, latest label when None; neutral labels by ``neutral``):
 
-    - per final-answer outcome (``right_answer``: :func:`~prmkit.search.is_correct` is True;
+    - per final-answer outcome (``right_answer``: :func:`~prmkit.traces.is_correct` is True;
       ``wrong_answer``: False; traces with neither are left out): the step AUROC and the fraction of
       invalid steps scored below ``threshold``;
     - ``gap``: wrong-answer AUROC minus right-answer AUROC;
@@ -515,7 +519,7 @@ def length_bias_probe(traces: Iterable[Trace], key: str = "prm", *, aggregate: s
     """The trace score (``aggregate`` of the stored step scores under ``key``, or an ORM's trace
     score) against the number of steps: Pearson's r, Spearman's rho (average ranks for ties), the
     least-squares slope (score per step), the mean score per step count, and Spearman's rho within
-    right-answer and within wrong-answer traces (:func:`~prmkit.search.is_correct`).
+    right-answer and within wrong-answer traces (:func:`~prmkit.traces.is_correct`).
 
     ``failed``: within either outcome, with at least ``min_n`` (10) traces, ``|rho| >=
     max_abs_spearman`` (0.3). Within an outcome, because over all traces a good PRM also scores long
@@ -677,45 +681,296 @@ def transfer_probe(scorer: StepScorer | None, sources: Mapping[str, Sequence[Tra
                           threshold=threshold)
 
 
-# -- all together ----------------------------------------------------------------------------------------
+# -- probes as components: one interface, a registry, the whole section ---------------------------------
 
-def _not_run_transfer(reason: str) -> dict[str, Any]:
-    return {"sources": {}, "in_domain": None, "out_of_domain": None, "auroc_drop": None,
-            "failed": False, "criterion": f"not run: {reason}"}
+class ProbeNotApplicable(PrmkitError):
+    """Raised by :meth:`Probe.run` when the context lacks what the probe needs (no scorer to score
+    perturbed traces, no second data source): :func:`run_probes` then leaves the probe out, unless it
+    was asked for by name."""
 
 
-def run_probes(scorer: StepScorer, traces: Sequence[Trace], *, key: str | None = None,
-               score: bool = True, label_source: str | None = None, threshold: float = 0.5,
-               aggregates: Sequence[str] = ("min", "last", "mean"),
-               perturbations: Sequence[str] | None = None, length_aggregate: str = "min",
-               transfer_sources: Mapping[str, Sequence[Trace]] | None = None,
-               in_domain: str | None = None, seed: int = 0, batch_size: int = 32) -> dict[str, Any]:
-    """The evaluation report's ``"probes"`` section: ``{"collapse", "gaming", "length_bias",
-    "transfer"}``, each a probe's ``to_dict()``.
+@dataclass
+class ProbeContext:
+    """What a probe may read.
 
-    ``traces`` are labelled traces; with ``score`` (default) they are scored by ``scorer`` first and
-    the scores stored under ``key`` (default: the scorer's kind), else their stored scores are used.
-    The gaming probe always scores with ``scorer``. ``transfer_sources`` (name -> labelled traces,
-    ``in_domain`` among them) are scored likewise; without them ``transfer`` says it was not run.
+    ``traces``: labelled traces with step scores under ``key``. ``scorer``: the PRM, for probes that
+    score traces of their own (None: they are not applicable). ``label_source``: which step labels of
+    ``traces`` to use (None: each step's latest). ``aggregate``: the trace score for length bias.
+    ``seed``: for anything drawn at random. ``gaming_traces``: how many traces the gaming probe
+    perturbs (None: all it can). ``transfer_sources`` (name -> labelled traces) and ``in_domain``,
+    the source the PRM was trained on: see :func:`run_probes`.
     """
-    key = key or scorer.kind
-    if score:
-        score_traces(scorer, traces, key)
-    out: dict[str, Any] = {
-        "collapse": collapse_probe(traces, key, label_source=label_source, threshold=threshold).to_dict(),
-        "gaming": gaming_probe(scorer, traces, aggregates=aggregates, perturbations=perturbations,
-                               seed=seed, batch_size=batch_size).to_dict(),
-        "length_bias": length_bias_probe(traces, key, aggregate=length_aggregate).to_dict(),
-    }
-    if transfer_sources:
-        if in_domain is None:
+
+    traces: Sequence[Trace]
+    scorer: StepScorer | None = None
+    key: str = "prm"
+    label_source: str | None = None
+    aggregate: str = "min"
+    seed: int = 0
+    gaming_traces: int | None = None
+    transfer_sources: Mapping[str, Sequence[Trace]] = field(default_factory=dict)
+    in_domain: str | None = None
+
+
+@runtime_checkable
+class Probe(Protocol):
+    """A failure-mode probe: ``run`` gives its part of the report's ``"probes"`` section, a dict with
+    ``failed`` (bool) and ``criterion`` (the rule, in words) and any numbers; ``headline`` and
+    ``details`` show those numbers in the report.
+
+    The report writes each probe's verdict and criterion itself, and shows every field that
+    ``details`` does not claim generically, so a probe that renders nothing still loses no number.
+    A probe may also define ``figures(result) -> dict[str, bytes | None]`` (PNG bytes by figure name,
+    drawn when matplotlib is installed; ``details`` links those in ``figures``).
+
+    >>> class AlwaysPasses:
+    ...     name, title = "always", "a probe that always passes"
+    ...     def run(self, ctx):
+    ...         return {"failed": False, "criterion": "never fails", "traces": len(ctx.traces)}
+    ...     def headline(self, result):
+    ...         return f"{result['traces']} traces"
+    ...     def details(self, doc, result, figures):
+    ...         return []
+    >>> isinstance(AlwaysPasses(), Probe)
+    True
+    """
+
+    #: The name results are stored under (the registry's name).
+    name: str
+    #: A few words on what it checks, for listings and help text.
+    title: str
+
+    def run(self, ctx: ProbeContext) -> dict[str, Any]:
+        """The probe's result dict; raise :class:`ProbeNotApplicable` when ``ctx`` lacks what it needs."""
+        ...
+
+    def headline(self, result: Mapping[str, Any]) -> str:
+        """The key number, one short line, for the report's table of probes ("" for none)."""
+        ...
+
+    def details(self, doc: ReportDoc, result: Mapping[str, Any], figures: set[str]) -> Iterable[str]:
+        """Write the result's numbers into ``doc`` (under the probe's heading; ``figures`` holds the
+        names of the figures drawn); return the keys of ``result`` shown, so the report does not
+        repeat them."""
+        ...
+
+
+class CollapseProbe:
+    """:func:`collapse_probe` on ``ctx.traces`` with ``ctx.key`` and ``ctx.label_source``."""
+
+    name = "collapse"
+    title = "process collapse: are invalid steps caught when the answer is right?"
+
+    def run(self, ctx: ProbeContext) -> dict[str, Any]:
+        return collapse_probe(ctx.traces, key=ctx.key, label_source=ctx.label_source).to_dict()
+
+    def headline(self, result: Mapping[str, Any]) -> str:
+        return f"gap {ReportDoc.f3(result.get('gap'))}"
+
+    def details(self, doc: ReportDoc, result: Mapping[str, Any], figures: set[str]) -> Iterable[str]:
+        doc.table(["Answer", "Traces", "Invalid steps", "Valid steps", "AUROC", "Flag rate"],
+                  [[sub, doc.count(s.get("traces")), doc.count(s.get("invalid_steps")),
+                    doc.count(s.get("valid_steps")), doc.f3(s.get("auroc")), doc.pct(s.get("flag_rate"))]
+                   for sub in ("right_answer", "wrong_answer")
+                   if isinstance(s := result.get(sub), Mapping)])
+        doc.para(f"Gap {doc.f3(result.get('gap'))}; outcome AUROC {doc.f3(result.get('outcome_auroc'))}; "
+                 f"step AUROC {doc.f3(result.get('step_auroc'))}.")
+        return ["right_answer", "wrong_answer", "gap", "outcome_auroc", "step_auroc"]
+
+
+class GamingProbe:
+    """:func:`gaming_probe` with ``ctx.scorer`` on the first ``ctx.gaming_traces`` traces of at least
+    two steps (default aggregates, perturbations and batch size; ``ctx.seed``)."""
+
+    name = "gaming"
+    title = "verifier gaming: do edits that add nothing raise the score?"
+
+    def run(self, ctx: ProbeContext) -> dict[str, Any]:
+        if ctx.scorer is None:
+            raise ProbeNotApplicable("the gaming probe scores perturbed traces: it needs a scorer")
+        # At least two steps: a one-step trace is only its answer, which most edits leave alone
+        # (reorder skips it; duplicate would repeat the answer). The demo's rule, pinned by its golden
+        # report.
+        chosen = [t for t in ctx.traces if len(t.steps) >= 2]
+        if ctx.gaming_traces is not None:
+            chosen = chosen[:ctx.gaming_traces]
+        return gaming_probe(ctx.scorer, chosen, seed=ctx.seed).to_dict()
+
+    def headline(self, result: Mapping[str, Any]) -> str:
+        aggs = result.get("aggregates") or []
+        main = aggs[0] if aggs else None
+        rose = [(v.get(main) or {}).get("frac_rose") for v in (result.get("perturbations") or {}).values()
+                if isinstance(v, Mapping)]
+        rose = [r for r in rose if isinstance(r, (int, float)) and not isinstance(r, bool)
+                and math.isfinite(r)]
+        return f"max {ReportDoc.pct(max(rose))} of traces rose under {main}" if rose else ""
+
+    def details(self, doc: ReportDoc, result: Mapping[str, Any], figures: set[str]) -> Iterable[str]:
+        perts = {k: v for k, v in (result.get("perturbations") or {}).items() if isinstance(v, Mapping)}
+        aggs = list(result.get("aggregates") or [])
+        for v in perts.values():
+            aggs += [a for a in v if a not in aggs]
+        rows = []
+        for pert, v in perts.items():
+            cells = []
+            for a in aggs:
+                c = v.get(a) or {}
+                cells.append(f"{doc.pct(c.get('frac_rose'))} ({doc.count(c.get('rose'))}/"
+                             f"{doc.count(c.get('n'))}), mean Δ {doc.f3(c.get('mean_delta'))}" if c else "—")
+            rows.append([pert, *cells])
+        doc.table(["Perturbation", *[f"rose under {a}" for a in aggs]], rows)
+        if "gaming" in figures:
+            doc.figure("gaming", "Traces whose score rose under each perturbation, per aggregate")
+        return ["aggregates", "perturbations"]
+
+    def figures(self, result: Mapping[str, Any]) -> dict[str, bytes | None]:
+        from prmkit.eval._plots import plot_gaming
+
+        return {"gaming": plot_gaming(result)}
+
+
+class LengthBiasProbe:
+    """:func:`length_bias_probe` on ``ctx.traces`` with ``ctx.key`` and ``ctx.aggregate``."""
+
+    name = "length_bias"
+    title = "length bias: does the score follow the number of steps?"
+
+    def run(self, ctx: ProbeContext) -> dict[str, Any]:
+        return length_bias_probe(ctx.traces, key=ctx.key, aggregate=ctx.aggregate).to_dict()
+
+    def headline(self, result: Mapping[str, Any]) -> str:
+        return f"Spearman {ReportDoc.f3(result.get('spearman'))}"
+
+    def details(self, doc: ReportDoc, result: Mapping[str, Any], figures: set[str]) -> Iterable[str]:
+        doc.para(f"Aggregate {result.get('aggregate') or '—'} over {doc.count(result.get('n'))} traces: "
+                 f"Pearson {doc.f3(result.get('pearson'))}, Spearman {doc.f3(result.get('spearman'))}, "
+                 f"slope {doc.f3(result.get('slope'))} per step.")
+        within = {k: v for k, v in (result.get("within_outcome") or {}).items() if isinstance(v, Mapping)}
+        doc.table(["Within outcome", "Traces", "Spearman"],
+                  [[k, doc.count(v.get("n")), doc.f3(v.get("spearman"))] for k, v in within.items()])
+        doc.table(["Steps", "Traces", "Mean score"],
+                  [[doc.count(r.get("steps")), doc.count(r.get("n")), doc.f3(r.get("mean_score"))]
+                   for r in result.get("by_length") or [] if isinstance(r, Mapping)])
+        if "length_bias" in figures:
+            doc.figure("length_bias", "Mean trace score per number of steps")
+        return ["aggregate", "n", "pearson", "spearman", "slope", "by_length", "within_outcome"]
+
+    def figures(self, result: Mapping[str, Any]) -> dict[str, bytes | None]:
+        from prmkit.eval._plots import plot_length_bias
+
+        return {"length_bias": plot_length_bias(result)}
+
+
+class TransferProbe:
+    """:func:`transfer_probe` over ``ctx.transfer_sources`` (and ``ctx.traces`` when ``ctx.in_domain``
+    names them; see :func:`run_probes`), scored with ``ctx.scorer`` when there is one."""
+
+    name = "transfer"
+    title = "domain transfer: how much step AUROC is lost away from the training data?"
+
+    def run(self, ctx: ProbeContext) -> dict[str, Any]:
+        if not ctx.transfer_sources:
+            raise ProbeNotApplicable("the transfer probe needs a second data source (transfer_sources)")
+        if ctx.in_domain is None:
             raise PrmkitError("transfer_sources given without in_domain (the source the PRM was trained on)")
-        if score:
-            for traces_of in transfer_sources.values():
-                if traces_of is not traces:  # already scored above
-                    score_traces(scorer, traces_of, key)
-        out["transfer"] = transfer_probe(None, transfer_sources, in_domain, key=key,
-                                         label_source=label_source, threshold=threshold).to_dict()
-    else:
-        out["transfer"] = _not_run_transfer("no second data source given")
+        if ctx.in_domain in ctx.transfer_sources:
+            # Every source is data of its own, with its own labels; the scorer scores each.
+            return transfer_probe(ctx.scorer, ctx.transfer_sources, in_domain=ctx.in_domain,
+                                  key=ctx.key).to_dict()
+        # ctx.traces are the in-domain source: already scored, with ctx.label_source's labels.
+        if ctx.scorer is not None:
+            for traces in ctx.transfer_sources.values():
+                score_traces(ctx.scorer, traces, ctx.key)
+        return transfer_probe(None, {ctx.in_domain: ctx.traces, **ctx.transfer_sources},
+                              in_domain=ctx.in_domain, key=ctx.key,
+                              label_source={ctx.in_domain: ctx.label_source}).to_dict()
+
+    def headline(self, result: Mapping[str, Any]) -> str:
+        return f"AUROC drop {ReportDoc.f3(result.get('auroc_drop'))}"
+
+    def details(self, doc: ReportDoc, result: Mapping[str, Any], figures: set[str]) -> Iterable[str]:
+        srcs = {k: v for k, v in (result.get("sources") or {}).items() if isinstance(v, Mapping)}
+        doc.table(["Source", "Traces", "Steps", "AUROC", "F1 (error)", "First-error accuracy"],
+                  [[k, doc.count(v.get("traces")), doc.count(v.get("steps")), doc.f3(v.get("auroc")),
+                    doc.f3(v.get("f1_error")), doc.pct(v.get("first_error_acc"))] for k, v in srcs.items()])
+        doc.para(f"In domain: {result.get('in_domain') or '—'}; out of domain: "
+                 f"{result.get('out_of_domain') or '—'}; AUROC drop {doc.f3(result.get('auroc_drop'))}.")
+        return ["sources", "in_domain", "out_of_domain", "auroc_drop"]
+
+
+#: Probe name -> ``"module:attr"`` of a class (or factory without arguments) whose instances are
+#: :class:`Probe` s. :func:`run_probes` runs them, and the report renders their results, in this order.
+PROBES = Registry("probe", {
+    "collapse": "prmkit.eval._probes:CollapseProbe",
+    "gaming": "prmkit.eval._probes:GamingProbe",
+    "length_bias": "prmkit.eval._probes:LengthBiasProbe",
+    "transfer": "prmkit.eval._probes:TransferProbe",
+})
+
+
+def register_probe(name: str, target: str) -> None:
+    """Add (or replace) a probe: ``target`` is ``"module:attr"`` of a class (or factory without
+    arguments) whose instances satisfy :class:`Probe`. From then on :func:`run_probes` runs it and
+    the report renders its results; a new name comes after the built-in probes. Example:
+    ``register_probe("always", "my_probes:AlwaysPasses")``.
+    """
+    PROBES.register(name, target)
+
+
+def run_probes(scorer: StepScorer | None, traces: Sequence[Trace], *, key: str | None = None,
+               score: bool = True, label_source: str | None = None, aggregate: str = "min",
+               seed: int = 0, gaming_traces: int | None = None,
+               transfer_sources: Mapping[str, Sequence[Trace]] | None = None,
+               in_domain: str | None = None, probes: Sequence[str] | None = None) -> dict[str, Any]:
+    """The evaluation report's ``"probes"`` section: probe name -> its result dict, in the order of
+    :data:`PROBES` (``collapse``, ``gaming``, ``length_bias``, ``transfer``, then registered ones).
+
+    ``traces`` are labelled traces. With ``score`` (default) ``scorer`` scores them first and the
+    scores are stored under ``key`` (default: the scorer's kind), the trace score by ``aggregate``;
+    else their stored scores are used. ``label_source``: which of their step labels to use (None:
+    each step's latest). ``aggregate``: the trace score of the length-bias probe. The gaming probe
+    perturbs the first ``gaming_traces`` traces with at least two steps (None: all of them) and
+    scores them with ``scorer``; ``seed`` draws its perturbations.
+
+    Transfer: ``transfer_sources`` maps names to labelled traces, each scored here by ``scorer``.
+    ``in_domain`` names the source the PRM was trained on: one of ``transfer_sources`` (then every
+    source uses its own latest labels), or else the name under which ``traces`` join the
+    comparison, with ``label_source``'s labels.
+
+    ``probes``: the names to run (default: every registered probe). A probe that the inputs do not
+    allow (gaming without a scorer, transfer without a second source) is left out, or, when named in
+    ``probes``, a :class:`ProbeNotApplicable` error.
+
+    >>> from prmkit.search import ScriptedScorer
+    >>> from prmkit.trace import Problem, StepLabel
+    >>> t = Trace(id="t", problem=Problem("q"), outcome="correct",
+    ...           steps=[Step("x = 1.", labels=[StepLabel(1)]), Step("The answer is 1.")])
+    >>> section = run_probes(ScriptedScorer({"x = 1.": 0.5, "The answer is 1.": 0.75}), [t])
+    >>> list(section), section["length_bias"]["n"]
+    (['collapse', 'gaming', 'length_bias'], 1)
+    """
+    if isinstance(probes, str):
+        probes = [probes]
+    if probes is not None:
+        unknown = [p for p in probes if p not in PROBES]
+        if unknown:
+            raise PrmkitError(f"unknown probe {', '.join(map(repr, unknown))}; known: {', '.join(PROBES)}")
+    key = key or (scorer.kind if scorer is not None else "prm")
+    if score:
+        if scorer is None:
+            raise PrmkitError("run_probes(score=True) needs a scorer; pass score=False to use the "
+                              "scores the traces carry")
+        score_traces(scorer, traces, key, aggregate=aggregate)
+    ctx = ProbeContext(traces=traces, scorer=scorer, key=key, label_source=label_source,
+                       aggregate=aggregate, seed=seed, gaming_traces=gaming_traces,
+                       transfer_sources=dict(transfer_sources or {}), in_domain=in_domain)
+    out: dict[str, Any] = {}
+    for name in list(PROBES):  # read now: probes registered after import run too
+        if probes is not None and name not in probes:
+            continue
+        try:
+            out[name] = dict(PROBES.create(name).run(ctx))
+        except ProbeNotApplicable:
+            if probes is not None:
+                raise
     return out

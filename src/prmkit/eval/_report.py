@@ -37,7 +37,7 @@ from typing import Any
 from prmkit.errors import FormatError, MissingDependencyError, PrmkitError
 
 __all__ = [
-    "SECTION_ORDER", "write_report", "render_markdown", "render_html", "render_figures",
+    "SECTION_ORDER", "ReportDoc", "write_report", "render_markdown", "render_html", "render_figures",
     "load_results",
 ]
 
@@ -117,15 +117,44 @@ def _auto(key: Any, x: Any) -> str:
 
 
 # -- a tiny document model, rendered to Markdown and HTML --------------------------------------------
-# Inline text is a str (plain), ("b", s) bold, ("fail", s) bold in red (HTML), ("code", s) code,
-# ("em", s) emphasis, or a list of them.
 
+#: Inline text: a str (plain), ``("b", s)`` bold, ``("fail", s)`` bold in red (HTML), ``("code", s)``
+#: code, ``("em", s)`` emphasis, or a list of them.
 Inline = Any
 
 
-class _Doc:
+class ReportDoc:
+    """The report as a list of blocks, rendered to both Markdown and HTML; what a section renderer (or a
+    probe's ``details``, see :class:`~prmkit.eval.Probe`) writes into.
+
+    Text is :data:`Inline`: a plain str, or ``("b", text)`` bold, ``("fail", text)`` bold and red,
+    ``("em", text)``, ``("code", text)``, or a list of those. An empty table or list is left out. The
+    formatters give numbers the report's look: :meth:`pct` for fractions, :meth:`f3` for AUROC, F1 and
+    correlations, :meth:`count` for counts, each ``—`` for a number that could not be computed.
+
+    >>> doc = ReportDoc()
+    >>> doc.table(["Source", "AUROC"], [["arith", doc.f3(0.8125)], ["gsm8k", doc.f3(None)]])
+    >>> doc.blocks[0][2]
+    [['arith', '0.812'], ['gsm8k', '—']]
+    """
+
     def __init__(self) -> None:
         self.blocks: list[tuple[Any, ...]] = []
+
+    @staticmethod
+    def pct(x: Any) -> str:
+        """A fraction as a percentage: 0.625 -> ``62.5%``."""
+        return _pct(x)
+
+    @staticmethod
+    def f3(x: Any) -> str:
+        """Three decimals: 0.8125 -> ``0.812``."""
+        return _f3(x)
+
+    @staticmethod
+    def count(x: Any) -> str:
+        """A count: 12 -> ``12`` (a non-integer keeps three decimals)."""
+        return _int(x)
 
     def heading(self, level: int, text: Inline, anchor: str | None = None) -> None:
         self.blocks.append(("h", min(level, 6), text, anchor))
@@ -181,7 +210,7 @@ def _html_inline(x: Inline) -> str:
     return html.escape(str(x))
 
 
-def _to_markdown(doc: _Doc, figure_paths: Mapping[str, str | os.PathLike]) -> str:
+def _to_markdown(doc: ReportDoc, figure_paths: Mapping[str, str | os.PathLike]) -> str:
     out: list[str] = []
     for block in doc.blocks:
         kind = block[0]
@@ -224,7 +253,7 @@ code,pre{background:#f4f4f4;border-radius:3px}pre{padding:.6em;overflow-x:auto}
 """.strip()
 
 
-def _to_html(doc: _Doc, figures: Mapping[str, bytes], title: str) -> str:
+def _to_html(doc: ReportDoc, figures: Mapping[str, bytes], title: str) -> str:
     out: list[str] = []
     for block in doc.blocks:
         kind = block[0]
@@ -262,7 +291,7 @@ def _is_table_list(x: Any) -> bool:
     return isinstance(x, list) and bool(x) and all(isinstance(v, Mapping) for v in x)
 
 
-def _generic(doc: _Doc, value: Any, level: int, name: str = "") -> None:
+def _generic(doc: ReportDoc, value: Any, level: int, name: str = "") -> None:
     """Nested dicts as key/value tables (one heading per nested dict), lists of dicts as tables."""
     if isinstance(value, Mapping):
         if level > 6:
@@ -286,7 +315,7 @@ def _generic(doc: _Doc, value: Any, level: int, name: str = "") -> None:
         doc.para(_auto(name, value))
 
 
-def _leftover(doc: _Doc, d: Mapping[str, Any], handled: Iterable[str], level: int) -> None:
+def _leftover(doc: ReportDoc, d: Mapping[str, Any], handled: Iterable[str], level: int) -> None:
     """Keys of a known section that the renderer did not show: shown generically, never dropped."""
     rest = {k: v for k, v in d.items() if k not in set(handled)}
     if rest:
@@ -296,7 +325,7 @@ def _leftover(doc: _Doc, d: Mapping[str, Any], handled: Iterable[str], level: in
 
 # -- sections --------------------------------------------------------------------------------------------
 
-def _summary(doc: _Doc, s: Any, figs: set[str]) -> None:
+def _summary(doc: ReportDoc, s: Any, figs: set[str]) -> None:
     if not isinstance(s, Mapping):
         doc.para(("b", "Verdict."), " " + str(s), cls="verdict")
         return
@@ -334,7 +363,7 @@ def _summary(doc: _Doc, s: Any, figs: set[str]) -> None:
     _leftover(doc, s, ("verdict", "headline"), 3)
 
 
-def _card(doc: _Doc, c: Any, figs: set[str]) -> None:
+def _card(doc: ReportDoc, c: Any, figs: set[str]) -> None:
     from prmkit.eval._card import Card, card_from_provenance
 
     if not c:
@@ -353,7 +382,7 @@ def _card(doc: _Doc, c: Any, figs: set[str]) -> None:
         _generic(doc, c, 3, "card")
 
 
-def _bon(doc: _Doc, b: Mapping[str, Any], figs: set[str]) -> None:
+def _bon(doc: ReportDoc, b: Mapping[str, Any], figs: set[str]) -> None:
     ns = list(b.get("ns") or [])
     bits = []
     if b.get("problems") is not None:
@@ -400,7 +429,7 @@ _STEP_COLS = (("n", "Steps", _int), ("positives", "Positives", _int), ("negative
               ("brier", "Brier", _f3))
 
 
-def _step_metrics(doc: _Doc, sm: Mapping[str, Any], figs: set[str]) -> None:
+def _step_metrics(doc: ReportDoc, sm: Mapping[str, Any], figs: set[str]) -> None:
     per = {k: v for k, v in sm.items() if isinstance(v, Mapping)}
     rows = [[("b", k), *[fmt(m.get(key)) for key, _, fmt in _STEP_COLS]] for k, m in per.items()]
     doc.table(["Scorer", *[t for _, t, _ in _STEP_COLS]], rows)
@@ -431,80 +460,41 @@ def _verdict_cell(p: Mapping[str, Any]) -> Inline:
     return "passed" if failed is False else "no verdict"
 
 
-def _probe_number(name: str, p: Mapping[str, Any]) -> str:
-    if name == "collapse":
-        return f"gap {_f3(p.get('gap'))}"
-    if name == "gaming":
-        aggs = p.get("aggregates") or []
-        main = aggs[0] if aggs else None
-        rose = [(v.get(main) or {}).get("frac_rose") for v in (p.get("perturbations") or {}).values()
-                if isinstance(v, Mapping)]
-        rose = [r for r in rose if not _bad(r)]
-        return f"max {_pct(max(rose))} of traces rose under {main}" if rose else _DASH
-    if name == "length_bias":
-        return f"Spearman {_f3(p.get('spearman'))}"
-    if name == "transfer":
-        return f"AUROC drop {_f3(p.get('auroc_drop'))}"
-    return _DASH
+def _probe(name: str) -> Any:
+    """The registered probe ``name`` (:data:`~prmkit.eval.PROBES`, read now, so a probe registered
+    after import counts), or None: not registered here, or its plugin fails to import. The result of
+    a probe without one is still shown, generically."""
+    from prmkit.eval._probes import PROBES
+
+    if name not in PROBES:
+        return None
+    try:
+        return PROBES.create(name)
+    except (ImportError, AttributeError, PrmkitError):
+        return None
 
 
-def _probes(doc: _Doc, probes: Mapping[str, Any], figs: set[str]) -> None:
+def _probe_number(probe: Any, p: Mapping[str, Any]) -> str:
+    headline = getattr(probe, "headline", None)
+    return (headline(p) or _DASH) if headline is not None else _DASH
+
+
+def _probes(doc: ReportDoc, probes: Mapping[str, Any], figs: set[str]) -> None:
+    # Each probe renders its own numbers (Probe.headline and Probe.details); the report adds the
+    # verdict, the criterion, and every field the probe did not show.
     per = {k: v for k, v in probes.items() if isinstance(v, Mapping)}
+    known = {k: _probe(k) for k in per}
     doc.table(["Probe", "Result", "Key number", "Criterion"],
-              [[("b", k), _verdict_cell(p), _probe_number(k, p), str(p.get("criterion") or _DASH)]
+              [[("b", k), _verdict_cell(p), _probe_number(known[k], p), str(p.get("criterion") or _DASH)]
                for k, p in per.items()])
     for name, p in per.items():
         doc.heading(3, [f"{name}: ", _verdict_cell(p)])
         if p.get("criterion"):
             doc.para(("em", "Criterion:"), " " + str(p["criterion"]))
         handled = ["failed", "criterion"]
-        if name == "collapse":
-            doc.table(["Answer", "Traces", "Invalid steps", "Valid steps", "AUROC", "Flag rate"],
-                      [[sub, _int(s.get("traces")), _int(s.get("invalid_steps")),
-                        _int(s.get("valid_steps")), _f3(s.get("auroc")), _pct(s.get("flag_rate"))]
-                       for sub in ("right_answer", "wrong_answer")
-                       if isinstance(s := p.get(sub), Mapping)])
-            doc.para(f"Gap {_f3(p.get('gap'))}; outcome AUROC {_f3(p.get('outcome_auroc'))}; "
-                     f"step AUROC {_f3(p.get('step_auroc'))}.")
-            handled += ["right_answer", "wrong_answer", "gap", "outcome_auroc", "step_auroc"]
-        elif name == "gaming":
-            perts = {k: v for k, v in (p.get("perturbations") or {}).items() if isinstance(v, Mapping)}
-            aggs = list(p.get("aggregates") or [])
-            for v in perts.values():
-                aggs += [a for a in v if a not in aggs]
-            rows = []
-            for pert, v in perts.items():
-                cells = []
-                for a in aggs:
-                    c = v.get(a) or {}
-                    cells.append(f"{_pct(c.get('frac_rose'))} ({_int(c.get('rose'))}/{_int(c.get('n'))}),"
-                                 f" mean Δ {_f3(c.get('mean_delta'))}" if c else _DASH)
-                rows.append([pert, *cells])
-            doc.table(["Perturbation", *[f"rose under {a}" for a in aggs]], rows)
-            if "gaming" in figs:
-                doc.figure("gaming", "Traces whose score rose under each perturbation, per aggregate")
-            handled += ["aggregates", "perturbations"]
-        elif name == "length_bias":
-            doc.para(f"Aggregate {p.get('aggregate') or _DASH} over {_int(p.get('n'))} traces: "
-                     f"Pearson {_f3(p.get('pearson'))}, Spearman {_f3(p.get('spearman'))}, "
-                     f"slope {_f3(p.get('slope'))} per step.")
-            within = {k: v for k, v in (p.get("within_outcome") or {}).items() if isinstance(v, Mapping)}
-            doc.table(["Within outcome", "Traces", "Spearman"],
-                      [[k, _int(v.get("n")), _f3(v.get("spearman"))] for k, v in within.items()])
-            doc.table(["Steps", "Traces", "Mean score"],
-                      [[_int(r.get("steps")), _int(r.get("n")), _f3(r.get("mean_score"))]
-                       for r in p.get("by_length") or [] if isinstance(r, Mapping)])
-            if "length_bias" in figs:
-                doc.figure("length_bias", "Mean trace score per number of steps")
-            handled += ["aggregate", "n", "pearson", "spearman", "slope", "by_length", "within_outcome"]
-        elif name == "transfer":
-            srcs = {k: v for k, v in (p.get("sources") or {}).items() if isinstance(v, Mapping)}
-            doc.table(["Source", "Traces", "Steps", "AUROC", "F1 (error)", "First-error accuracy"],
-                      [[k, _int(v.get("traces")), _int(v.get("steps")), _f3(v.get("auroc")),
-                        _f3(v.get("f1_error")), _pct(v.get("first_error_acc"))] for k, v in srcs.items()])
-            doc.para(f"In domain: {p.get('in_domain') or _DASH}; out of domain: "
-                     f"{p.get('out_of_domain') or _DASH}; AUROC drop {_f3(p.get('auroc_drop'))}.")
-            handled += ["sources", "in_domain", "out_of_domain", "auroc_drop"]
+        details = getattr(known[name], "details", None)
+        if details is not None:
+            handled += list(details(doc, p, figs) or ())
         _leftover(doc, p, handled, 4)
     scalars = {k: v for k, v in probes.items() if not isinstance(v, Mapping)}
     if scalars:
@@ -516,7 +506,7 @@ _PB_COLS = (("error_acc", "Error acc.", _pct), ("correct_acc", "Correct acc.", _
             ("n_error", "Erroneous", _int), ("n_correct", "Correct", _int))
 
 
-def _processbench(doc: _Doc, pb: Mapping[str, Any], figs: set[str]) -> None:
+def _processbench(doc: ReportDoc, pb: Mapping[str, Any], figs: set[str]) -> None:
     thr = pb.get("threshold")
     thr_text = (f"threshold {_f3(thr)}" if thr is not None
                 else "threshold per split (see the table; the splits' thresholds differ)")
@@ -552,7 +542,7 @@ _PRMB_COLS = (("prmscore", "PRMScore", _f3), ("f1_positive", "F1 (positive)", _f
               ("n_steps", "Steps", _int), ("n_error_steps", "Error steps", _int))
 
 
-def _prmbench(doc: _Doc, pr: Mapping[str, Any], figs: set[str]) -> None:
+def _prmbench(doc: ReportDoc, pr: Mapping[str, Any], figs: set[str]) -> None:
     doc.para(f"Step scores {pr.get('key') or _DASH}; threshold {_f3(pr.get('threshold'))}. "
              "PRMScore is the mean of the F1 on correct and on erroneous steps.")
     classes = {k: v for k, v in (pr.get("classes") or {}).items() if isinstance(v, Mapping)}
@@ -577,7 +567,7 @@ def _prmbench(doc: _Doc, pr: Mapping[str, Any], figs: set[str]) -> None:
     _leftover(doc, pr, ("key", "threshold", "classes", "overall", "out_of_range"), 3)
 
 
-def _labels(doc: _Doc, lab: Mapping[str, Any], figs: set[str]) -> None:
+def _labels(doc: ReportDoc, lab: Mapping[str, Any], figs: set[str]) -> None:
     if lab.get("sources"):
         doc.para("Label sources: " + ", ".join(map(str, lab["sources"])) + ".")
     doc.table(["Source A", "Source B", "Steps", "Agreement", "Cohen's κ"],
@@ -589,7 +579,7 @@ def _labels(doc: _Doc, lab: Mapping[str, Any], figs: set[str]) -> None:
     _leftover(doc, lab, ("sources", "pairs", "first_error_agreement"), 3)
 
 
-def _meta(doc: _Doc, meta: Mapping[str, Any], figs: set[str]) -> None:
+def _meta(doc: ReportDoc, meta: Mapping[str, Any], figs: set[str]) -> None:
     rows = []
     for key, title in (("title", "Title"), ("created", "Created"), ("seconds", "Seconds")):
         if key in meta:
@@ -605,7 +595,7 @@ def _meta(doc: _Doc, meta: Mapping[str, Any], figs: set[str]) -> None:
     _leftover(doc, meta, ("title", "created", "seconds", "command", "data", "models", "seeds"), 3)
 
 
-_SECTIONS: dict[str, tuple[str, Callable[[_Doc, Any, set[str]], None]]] = {
+_SECTIONS: dict[str, tuple[str, Callable[[ReportDoc, Any, set[str]], None]]] = {
     "summary": ("Summary", _summary),
     "card": ("Process-supervision card", _card),
     "bon": ("Best-of-N", _bon),
@@ -630,10 +620,10 @@ def _order(results: Mapping[str, Any]) -> list[str]:
 
 
 def _document(results: Mapping[str, Any], figs: set[str], title: str | None,
-              notes: Sequence[str] = ()) -> _Doc:
+              notes: Sequence[str] = ()) -> ReportDoc:
     if not isinstance(results, Mapping):
         raise PrmkitError(f"results must be a dict of sections, got {type(results).__name__}")
-    doc = _Doc()
+    doc = ReportDoc()
     doc.heading(1, _title(results, title))
     if "summary" in results:  # the verdict comes first, right under the title
         _summary(doc, results["summary"], figs)
@@ -657,26 +647,29 @@ def _document(results: Mapping[str, Any], figs: set[str], title: str | None,
 # -- figures ----------------------------------------------------------------------------------------------
 
 def render_figures(results: Mapping[str, Any]) -> dict[str, bytes]:
-    """PNG bytes of every figure the results can fill, by name (``bon``, ``reliability``, ``gaming``,
-    ``length_bias``, ``processbench_sweep``, ``prmbench``). Needs matplotlib (``prmkit[plot]``)."""
+    """PNG bytes of every figure the results can fill, by name (``bon``, ``reliability``, then each
+    probe's own, such as ``gaming`` and ``length_bias``, then ``processbench_sweep``, ``prmbench``).
+    Needs matplotlib (``prmkit[plot]``)."""
     from prmkit.eval import _plots
 
     probes = results.get("probes") if isinstance(results.get("probes"), Mapping) else {}
-    todo = {
-        "bon": (_plots.plot_bon, results.get("bon")),
-        "reliability": (_plots.plot_reliability, results.get("step_metrics")),
-        "gaming": (_plots.plot_gaming, probes.get("gaming")),
-        "length_bias": (_plots.plot_length_bias, probes.get("length_bias")),
-        "processbench_sweep": (_plots.plot_threshold_sweep, results.get("processbench")),
-        "prmbench": (_plots.plot_prmbench, results.get("prmbench")),
-    }
-    out = {}
-    for name, (fn, data) in todo.items():
-        if isinstance(data, Mapping) and data:
-            png = fn(data)
-            if png is not None:
-                out[name] = png
+    out: dict[str, bytes] = {}
+    _draw(out, "bon", _plots.plot_bon, results.get("bon"))
+    _draw(out, "reliability", _plots.plot_reliability, results.get("step_metrics"))
+    for name, data in probes.items():  # a probe draws its own figures (Probe.figures), if any
+        figures = getattr(_probe(name), "figures", None)
+        if figures is not None and isinstance(data, Mapping) and data:
+            out.update({k: png for k, png in figures(data).items() if png is not None})
+    _draw(out, "processbench_sweep", _plots.plot_threshold_sweep, results.get("processbench"))
+    _draw(out, "prmbench", _plots.plot_prmbench, results.get("prmbench"))
     return out
+
+
+def _draw(out: dict[str, bytes], name: str, plot: Callable[[Any], bytes | None], data: Any) -> None:
+    if isinstance(data, Mapping) and data:
+        png = plot(data)
+        if png is not None:
+            out[name] = png
 
 
 # -- public renderers ---------------------------------------------------------------------------------------

@@ -5,13 +5,29 @@ Works on the ``bon`` section (see :mod:`prmkit.eval._bon`): the main method's ac
 against each rival's, and the paired bootstrap difference with its 95% interval. A difference counts as
 a win or a loss only when its interval excludes 0; otherwise the text says the data cannot tell them
 apart.
+
+:func:`bon_report` is the one place that says which methods the verdict is about
+(:data:`MAIN_METHOD` against :data:`RIVALS`): it computes the curves, their paired comparisons and the
+verdict from scored traces.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["bon_verdict"]
+from prmkit.eval._bon import BonCurves, bon_curves, default_methods
+from prmkit.trace import Trace
+
+__all__ = ["MAIN_METHOD", "RIVALS", "EXTRA_COMPARISONS", "BonReport", "bon_report", "bon_verdict"]
+
+#: The method the verdict is about, chosen before any result is seen: the field's usual PRM reading.
+MAIN_METHOD = "PRM (min)"
+#: What the main method must beat: checking only the answer, and not checking at all.
+RIVALS: tuple[str, ...] = ("ORM", "majority")
+#: Paired comparisons reported besides main-vs-rival (not part of the verdict).
+EXTRA_COMPARISONS: tuple[tuple[str, str], ...] = (("PRM weighted (min)", "majority"),)
 
 
 def _pct(x: float | None) -> str:
@@ -76,3 +92,50 @@ def bon_verdict(bon: dict[str, Any], main: str, rivals: list[str]) -> dict[str, 
         headline["versus"][rival] = {"acc": racc, "acc_lo": rlo, "acc_hi": rhi, "acc_diff": d,
                                      "acc_diff_lo": dlo, "acc_diff_hi": dhi, "call": call}
     return {"verdict": " ".join(parts), "headline": headline}
+
+
+@dataclass
+class BonReport:
+    """The result of :func:`bon_report`: the curves, and the verdict (None when the traces hold no
+    main method to judge). ``to_dict()`` gives the report's ``bon`` and ``summary`` sections."""
+
+    curves: BonCurves
+    summary: dict[str, Any] | None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"bon": self.curves.to_dict()}
+        if self.summary is not None:
+            out["summary"] = self.summary
+        return out
+
+
+def bon_report(traces: Iterable[Trace], *, prm_key: str = "prm", orm_key: str = "orm",
+               bootstrap: int = 1000, seed: int = 0, main: str = MAIN_METHOD,
+               rivals: Sequence[str] = RIVALS,
+               extra_comparisons: Sequence[tuple[str, str]] = EXTRA_COMPARISONS) -> BonReport:
+    """Best-of-N curves of :func:`~prmkit.eval.default_methods` on scored ``traces`` (step scores under
+    ``prm_key``, ORM trace scores under ``meta["scores"][orm_key]``) with ``bootstrap`` replicates,
+    the paired comparisons of ``main`` with each rival and ``extra_comparisons`` (those whose two
+    methods both exist), and :func:`bon_verdict` of ``main`` against ``rivals`` (a rival without
+    scores is named as not evaluated). Without ``main`` among the methods (no PRM scores) there is
+    no verdict: ``summary`` is None.
+
+    >>> from prmkit.trace import Problem, Step
+    >>> p = Problem("2 + 3?", answer="5", id="p")
+    >>> ts = [Trace(id=str(i), problem=p, steps=[Step("s", scores={"prm": s})], final_answer=a,
+    ...             outcome="correct" if a == "5" else "incorrect")
+    ...       for i, (a, s) in enumerate([("5", 0.9), ("6", 0.2)])]
+    >>> r = bon_report(ts, bootstrap=50)
+    >>> [(c["a"], c["b"]) for c in r.to_dict()["bon"]["comparisons"] if c["n"] == 2]
+    [('PRM (min)', 'majority'), ('PRM weighted (min)', 'majority')]
+    >>> r.summary["headline"]["versus"]["ORM"] is None  # no ORM scores: named, not compared
+    True
+    """
+    traces = list(traces)
+    methods = default_methods(traces, prm_key=prm_key, orm_key=orm_key)
+    names = {m.name for m in methods}
+    wanted = [(main, r) for r in rivals] + [tuple(c) for c in extra_comparisons]
+    curves = bon_curves(traces, methods, bootstrap=bootstrap, seed=seed,
+                        comparisons=[(a, b) for a, b in wanted if a in names and b in names])
+    summary = bon_verdict(curves.to_dict(), main, list(rivals)) if main in names else None
+    return BonReport(curves, summary)

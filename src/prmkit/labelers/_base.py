@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from prmkit._registry import Registry
-from prmkit.data._answers import answers_equal, extract_answer
+from prmkit.data import answers_equal, extract_answer
 from prmkit.errors import PrmkitError
-from prmkit.policies._base import GenerationRequest, SamplingParams
+from prmkit.policies import GenerationRequest, SamplingParams
 from prmkit.trace import StepLabel, Trace, now
 
 if TYPE_CHECKING:
@@ -442,7 +442,7 @@ def setup_rollouts(labeler: RolloutLabeler, policy: Any, *, k: int, max_new_toke
                    **extra: Any) -> None:
     """Give ``labeler`` its ``"rollout"`` channel and record the arguments common to every
     rollout labeler (``extra``: the labeler's own, recorded first)."""
-    from prmkit.data._answers import EQUALITY_METHODS
+    from prmkit.data import EQUALITY_METHODS
 
     check_k(k)
     if answer_method not in EQUALITY_METHODS:

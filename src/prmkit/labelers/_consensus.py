@@ -19,7 +19,7 @@ from typing import Any
 from prmkit.labelers._base import Plan, PlanResult, RolloutLabeler, gather, policy_args
 from prmkit.labelers._judge import JUDGE_SYSTEM, JudgeLabeler
 from prmkit.labelers._mc import MCLabeler
-from prmkit.policies._base import GenerationRequest
+from prmkit.policies import GenerationRequest
 from prmkit.trace import StepLabel, Trace
 
 __all__ = ["ConsensusLabeler"]

@@ -33,7 +33,7 @@ from prmkit.labelers._base import (
     request_hash,
 )
 from prmkit.labelers._store import LabelStore
-from prmkit.policies._base import GenerationRequest, derive_seed
+from prmkit.policies import GenerationRequest, derive_seed
 from prmkit.trace import Trace
 
 __all__ = ["label_stream", "run_labeler", "rollout_messages"]
@@ -45,8 +45,7 @@ __all__ = ["label_stream", "run_labeler", "rollout_messages"]
 def _builder(source: str, shots: int, system: str, config_json: str | None) -> Any:
     import json
 
-    from prmkit.envs._arith import ArithConfig
-    from prmkit.envs._prompts import HAND_WRITTEN_SHOTS, PromptBuilder
+    from prmkit.envs import HAND_WRITTEN_SHOTS, ArithConfig, PromptBuilder
 
     if config_json is not None:
         cfg = json.loads(config_json)
@@ -65,7 +64,7 @@ def rollout_messages(trace: Trace, shots: int | None = None, policy_shots: int |
     examples from the environment, like ``prmkit generate``."""
     import json
 
-    from prmkit.envs._prompts import SYSTEM_PROMPT
+    from prmkit.envs import SYSTEM_PROMPT
 
     gen = next((p for p in reversed(trace.provenance) if p.stage == "generate"), None)
     prompt = (gen.args.get("prompt") if gen is not None else None) or {}

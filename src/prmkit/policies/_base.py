@@ -21,7 +21,7 @@ from prmkit._registry import Registry
 from prmkit.errors import PrmkitError
 
 __all__ = ["SamplingParams", "GenerationRequest", "Completion", "Policy", "POLICIES", "get_policy",
-           "register_policy", "derive_seed", "apply_stop", "default_backend"]
+           "register_policy", "derive_seed", "apply_stop", "default_backend", "load_policy", "LOCAL_BACKENDS"]
 
 
 @dataclass(frozen=True)
@@ -143,3 +143,21 @@ def register_policy(name: str, target: str) -> None:
 def get_policy(name: str, **kwargs: Any) -> Policy:
     """An instance of the backend registered as ``name``, built with ``kwargs``."""
     return POLICIES.create(name, **kwargs)
+
+
+#: Backends that decode locally in batches (they take ``batch_size`` and ``progress``).
+LOCAL_BACKENDS = ("hf", "ct2")
+
+
+def load_policy(name: str | None = None, options: dict[str, Any] | None = None, *,
+                batch_size: int | None = None) -> Policy:
+    """The backend a command line names: ``name`` (None: :func:`default_backend`) built with
+    ``options`` (``-p KEY=VALUE``); local backends get ``batch_size`` where given and no per-batch
+    progress bar (the stage shows its own)."""
+    name = name or default_backend()
+    kwargs = dict(options or {})
+    if name in LOCAL_BACKENDS:
+        if batch_size is not None:
+            kwargs.setdefault("batch_size", batch_size)
+        kwargs.setdefault("progress", False)
+    return get_policy(name, **kwargs)

@@ -31,7 +31,7 @@ from prmkit._progress import progress_bar
 from prmkit.errors import MissingDependencyError, PrmkitError
 from prmkit.policies._base import Completion, GenerationRequest, SamplingParams, apply_stop, derive_seed
 
-__all__ = ["HFPolicy", "default_policy_model", "load_causal_lm"]
+__all__ = ["HFPolicy", "default_policy_model", "load_causal_lm", "cache_dir", "gguf_cache_dir"]
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 #: LoRA adapter shipped with prmkit: SmolLM2-135M-Instruct tuned on arith reference solutions.
@@ -69,7 +69,8 @@ def cache_dir() -> Path:
     return Path(os.environ.get("PRMKIT_CACHE", Path.home() / ".cache" / "prmkit"))
 
 
-def _gguf_cache(folder: str, gguf_file: str) -> Path:
+def gguf_cache_dir(folder: str, gguf_file: str) -> Path:
+    """Where the GGUF file ``folder/gguf_file`` converted to a safetensors folder is cached."""
     st = os.stat(os.path.join(folder, gguf_file))
     return cache_dir() / "gguf" / f"{Path(gguf_file).stem}-{st.st_size}-{int(st.st_mtime)}"
 
@@ -98,7 +99,7 @@ def load_causal_lm(model: str | None = None, *, gguf_file: str | None = None,
     model_id = f"{Path(model).name}/{gguf_file}" if gguf_file else str(model)
     source = model
     if gguf_file:
-        cached = _gguf_cache(model, gguf_file) if cache else None
+        cached = gguf_cache_dir(model, gguf_file) if cache else None
         if cached is not None and (cached / "config.json").exists():
             source = str(cached)
         else:
@@ -107,7 +108,7 @@ def load_causal_lm(model: str | None = None, *, gguf_file: str | None = None,
         tok = AutoTokenizer.from_pretrained(source, **kwargs)
         lm = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype, **kwargs)
         if gguf_file and cache and "gguf_file" in kwargs:
-            _save_cache(lm, tok, _gguf_cache(model, gguf_file))
+            _save_cache(lm, tok, gguf_cache_dir(model, gguf_file))
     except ImportError as e:
         if "gguf" in str(e).lower():
             raise MissingDependencyError("gguf", "hf", "loading GGUF models") from None

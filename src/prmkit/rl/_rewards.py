@@ -25,10 +25,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from prmkit.data._split import get_splitter
+from prmkit.data import get_splitter
 from prmkit.errors import PrmkitError
-from prmkit.scoring import get_aggregator
-from prmkit.scoring._protocol import StepScorer
+from prmkit.scoring import StepScorer, get_aggregator
 from prmkit.trace import Problem, Trace
 
 __all__ = ["PRMReward", "completion_text", "prompt_text"]
@@ -85,7 +84,7 @@ class PRMReward:
     def from_pretrained(cls, path: str, *, aggregate: str = "min", splitter: str = "newline",
                         name: str | None = None, **scorer_args: Any) -> PRMReward:
         """A reward function over a checkpoint folder (loaded as ``prmkit search --model`` does)."""
-        from prmkit.search._scorers import model_scorer
+        from prmkit.scoring import model_scorer
 
         return cls(model_scorer(path, **scorer_args), aggregate=aggregate, splitter=splitter, name=name)
 

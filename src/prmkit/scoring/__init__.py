@@ -7,7 +7,11 @@
   extending its beams); :class:`ScoringStats` counts tokens computed and reused.
 - Aggregators (:data:`AGGREGATORS`, :func:`get_aggregator`): step scores -> one trace score
   (``min``, ``last``, ``prod``, ``mean``, ``geo_mean``, ``first_below:<threshold>``).
-- :func:`score_traces`: score and store step scores and the aggregated trace score on the traces.
+- :func:`score_traces`: score and store step scores and the aggregated trace score on the traces;
+  :func:`score_file`: the ``prmkit score`` stage, file to file (a trace the scorer rejects is written
+  unscored and reported, not fatal); :func:`trace_score`: step scores -> one number.
+- Verifiers by name (:data:`SCORERS`, :func:`get_scorer`): ``model`` (a checkpoint folder) and
+  ``scripted`` (:class:`ScriptedScorer`, a deterministic mock for tests and examples).
 """
 
 from prmkit.scoring._aggregate import (
@@ -21,13 +25,24 @@ from prmkit.scoring._aggregate import (
     agg_prod,
     get_aggregator,
     register_aggregator,
+    trace_score,
 )
 from prmkit.scoring._prefix import PrefixCachingScorer, ScoringStats
 from prmkit.scoring._protocol import StepScorer
-from prmkit.scoring._traces import score_traces
+from prmkit.scoring._scorers import SCORERS, get_scorer, load_scorer, model_scorer, register_scorer
+from prmkit.scoring._scripted import ScriptedScorer
+from prmkit.scoring._traces import (
+    ScoreReport,
+    add_trace_scores,
+    score_file,
+    score_traces,
+    score_traces_or_skip,
+)
 
 __all__ = [
-    "StepScorer", "PrefixCachingScorer", "ScoringStats", "score_traces",
+    "StepScorer", "PrefixCachingScorer", "ScoringStats", "score_traces", "score_traces_or_skip",
+    "score_file", "ScoreReport", "trace_score", "add_trace_scores",
+    "SCORERS", "get_scorer", "load_scorer", "register_scorer", "model_scorer", "ScriptedScorer",
     "AGGREGATORS", "Aggregator", "get_aggregator", "register_aggregator",
     "agg_min", "agg_last", "agg_prod", "agg_mean", "agg_geo_mean", "agg_first_below",
 ]

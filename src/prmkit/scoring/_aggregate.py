@@ -24,7 +24,7 @@ from typing import Any
 from prmkit._registry import Registry
 from prmkit.errors import PrmkitError
 
-__all__ = ["Aggregator", "AGGREGATORS", "get_aggregator", "register_aggregator",
+__all__ = ["Aggregator", "AGGREGATORS", "get_aggregator", "register_aggregator", "trace_score",
            "agg_min", "agg_last", "agg_prod", "agg_mean", "agg_geo_mean", "agg_first_below"]
 
 
@@ -174,3 +174,16 @@ def _parse(text: str) -> Any:
         return float(text)
     except ValueError:
         return text
+
+
+def trace_score(scores: Sequence[float | None],
+                aggregate: str | Aggregator | Callable[[Sequence[float | None]], float | None] = "min"
+                ) -> float | None:
+    """One number for a trace from its step scores, by an aggregator (a name such as ``"min"`` or
+    ``"first_below:0.5"``, or a callable); an ORM's one-element list passes through every aggregator
+    but ``first_below``.
+
+    >>> trace_score([0.9, 0.4, None, 0.7], "min"), trace_score([], "min") is None
+    (0.4, True)
+    """
+    return get_aggregator(aggregate)(list(scores)) if scores else None

@@ -32,12 +32,19 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from prmkit.errors import PrmkitError
+from prmkit.errors import MissingDependencyError, PrmkitError
 from prmkit.models import SCORE_AUTO, Encoded, RewardModel, resolve_precision
-from prmkit.models._model import _torch
 from prmkit.trace import Trace
 
 __all__ = ["PrefixCachingScorer", "ScoringStats"]
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        raise MissingDependencyError("torch", "hf", "prefix-caching scoring") from None
+    return torch
 
 
 @dataclass

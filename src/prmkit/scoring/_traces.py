@@ -1,22 +1,45 @@
-"""Write a scorer's results into the traces: step scores and one aggregated trace score."""
+"""Write a scorer's results into traces, and the ``prmkit score`` stage: file in, scored file out.
+
+- :func:`score_traces`: score traces in memory; step scores and one aggregated trace score stored
+  through :func:`prmkit.traces.write_scores`.
+- :func:`score_traces_or_skip`: the same in chunks, where a trace the scorer rejects (too long for an
+  ORM, say) is reported and left unscored instead of costing its whole chunk.
+- :func:`score_file`: the stage's file-level entry point (``prmkit score``): reads any importable
+  format, scores in chunks (a problem's N samples together share their prompt in the prefix cache),
+  writes to a temporary file renamed on success, and says what it skipped.
+"""
 
 from __future__ import annotations
 
+import itertools
+import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from prmkit._progress import progress_bar
+from prmkit.data import ImportReport, count_records, read
+from prmkit.errors import PrmkitError
 from prmkit.scoring._aggregate import Aggregator, get_aggregator
 from prmkit.scoring._protocol import StepScorer
-from prmkit.trace import Trace
+from prmkit.trace import Trace, TraceWriter
+from prmkit.traces import stored_scores, write_scores
 
-__all__ = ["score_traces"]
+__all__ = ["score_traces", "score_traces_or_skip", "add_trace_scores", "score_file", "ScoreReport"]
+
+AggregateSpec = str | Aggregator | Callable[[Sequence[float | None]], float | None]
+
+
+def _agg_name(aggregate: AggregateSpec, agg: Any) -> str:
+    if isinstance(agg, Aggregator):
+        return agg.spec
+    return aggregate if isinstance(aggregate, str) else getattr(agg, "__name__", "custom")
 
 
 def score_traces(scorer: StepScorer, traces: Sequence[Trace], key: str | None = None, *,
-                 aggregate: str | Aggregator | Callable[[Sequence[float | None]], float | None] = "min",
-                 ) -> list[Trace]:
-    """Score ``traces`` and store the results on them, as :meth:`RewardModel.score_traces` does, plus
-    the aggregated trace score:
+                 aggregate: AggregateSpec = "min") -> list[Trace]:
+    """Score ``traces`` and store the results on them, plus the aggregated trace score:
 
     - PRM: ``step.scores[key]`` for every scored step (steps cut by ``max_length`` get none) and
       ``trace.meta["scores"][f"{key}:{aggregate}"]`` (``"prm:min"``; absent when no step was scored);
@@ -37,22 +60,139 @@ def score_traces(scorer: StepScorer, traces: Sequence[Trace], key: str | None = 
     """
     key = key or scorer.kind
     agg = get_aggregator(aggregate)
-    agg_name = agg.spec if isinstance(agg, Aggregator) else (aggregate if isinstance(aggregate, str)
-                                                              else getattr(agg, "__name__", "custom"))
+    agg_name = _agg_name(aggregate, agg)
     describe = getattr(scorer, "describe", None)
     info: dict[str, Any] = describe() if callable(describe) else {"model": scorer.name, "kind": scorer.kind}
-    for t, s in zip(traces, scorer.score(traces), strict=True):
-        scores = t.meta.setdefault("scores", {})
+    results = scorer.score(traces)
+    if len(results) != len(traces):
+        raise PrmkitError(f"scorer {scorer.name!r} returned {len(results)} results for {len(traces)} traces")
+    for t, s in zip(traces, results, strict=True):
         if scorer.kind == "prm":
-            for step, v in zip(t.steps, s, strict=True):
-                if v is not None:
-                    step.scores[key] = v
-            value = agg(s)
-            if value is not None:
-                scores[f"{key}:{agg_name}"] = value
-        elif s and s[0] is not None:
-            scores[key] = s[0]
-        if not scores:
-            del t.meta["scores"]
+            if len(s) != len(t.steps):
+                raise PrmkitError(f"scorer {scorer.name!r}: trace {t.id!r} got {len(s)} scores for "
+                                  f"{len(t.steps)} steps")
+            write_scores(t, s, kind="prm", key=key, trace_scores={f"{key}:{agg_name}": agg(s)})
+        else:
+            write_scores(t, s, kind="orm", key=key)
         t.add_provenance("score", key, {**info, "aggregate": agg_name if scorer.kind == "prm" else None})
     return list(traces)
+
+
+def score_traces_or_skip(scorer: StepScorer, traces: Sequence[Trace], key: str | None = None, *,
+                         aggregate: AggregateSpec = "min", chunk: int = 64, progress: bool = False,
+                         what: str = "scoring") -> list[tuple[str, str]]:
+    """Score ``traces`` in place, ``chunk`` at a time; returns ``(trace id, reason)`` for each trace
+    that could not be scored (no steps, or one the scorer rejects: a failing chunk is retried one
+    trace at a time, so one bad trace never costs the others)."""
+    skipped: list[tuple[str, str]] = []
+    with progress_bar(len(traces), what, enabled=progress, transient=False) as advance:
+        for i in range(0, len(traces), max(1, chunk)):
+            part = traces[i:i + max(1, chunk)]
+            skipped += _score_chunk(scorer, part, key, aggregate)
+            advance(len(part))
+    return skipped
+
+
+def _score_chunk(scorer: StepScorer, traces: Sequence[Trace], key: str | None,
+                 aggregate: AggregateSpec) -> list[tuple[str, str]]:
+    skipped = [(t.id, "no steps") for t in traces if not t.steps]
+    todo = [t for t in traces if t.steps]
+    try:
+        score_traces(scorer, todo, key, aggregate=aggregate)
+    except PrmkitError:
+        for t in todo:
+            try:
+                score_traces(scorer, [t], key, aggregate=aggregate)
+            except PrmkitError as e:
+                skipped.append((t.id, str(e)))
+    return skipped
+
+
+def add_trace_scores(traces: Sequence[Trace], key: str, aggregates: Sequence[AggregateSpec]) -> None:
+    """Store more trace scores from the step scores ``key`` already on ``traces``: for each
+    aggregator ``a``, ``meta["scores"][f"{key}:{a}"]`` (nothing where no step carries a score), so
+    best-of-N curves can compare aggregators without scoring again."""
+    for t in traces:
+        steps = stored_scores(t, key)
+        values = {}
+        for spec in aggregates:
+            agg = get_aggregator(spec)
+            values[f"{key}:{_agg_name(spec, agg)}"] = agg(steps) if steps else None
+        write_scores(t, [], kind="prm", key=key, trace_scores=values)
+
+
+@dataclass
+class ScoreReport:
+    """What :func:`score_file` did: traces read and written, how many got a trace score, their mean,
+    and the traces it could not score (id, reason)."""
+
+    out: str
+    scorer: str
+    kind: str
+    key: str
+    aggregate: str | None
+    traces: int = 0
+    scored: int = 0
+    mean_score: float | None = None
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    invalid: int = 0
+
+    def lines(self) -> list[str]:
+        """A summary for the terminal: one line, then up to ten unscored traces."""
+        mean = f"; mean trace score {self.mean_score:.4f}" if self.mean_score is not None else ""
+        agg = f", {self.aggregate}" if self.aggregate else ""
+        out = [f"{self.out}: {self.traces} traces, {self.scored} scored by {self.scorer} "
+               f"({self.kind}{agg}){mean}"]
+        if self.invalid:
+            out.append(f"{self.invalid} malformed input records skipped")
+        out += [f"unscored {tid}: {why}" for tid, why in self.skipped[:10]]
+        if len(self.skipped) > 10:
+            out.append(f"… and {len(self.skipped) - 10} more unscored")
+        return out
+
+
+def score_file(inp: str | os.PathLike, out: str | os.PathLike, scorer: StepScorer, *,
+               key: str | None = None, aggregate: str = "min", chunk: int = 256, fmt: str | None = None,
+               skip_invalid: bool = False, progress: bool = True) -> ScoreReport:
+    """Score every trace of ``inp`` (prmkit JSONL or any importable format) and write them to ``out``
+    (prmkit JSONL): a PRM's step scores under ``step.scores[key]`` and the trace score under
+    ``meta.scores["key:aggregate"]``, an ORM's under ``meta.scores[key]`` (``key`` defaults to the
+    scorer's kind). Traces that cannot be scored are written unchanged and listed in the report.
+
+    ``out`` is written to a temporary file beside it and renamed when complete: a failure leaves an
+    existing ``out`` (and always ``inp``) as it was.
+    """
+    inp, out = Path(inp), Path(out)
+    if not inp.exists():
+        raise PrmkitError(f"{inp}: no such file")
+    if out.exists() and inp.resolve() == out.resolve():
+        raise PrmkitError(f"{out}: the output must not overwrite the input")
+    key = key or scorer.kind
+    agg_key = f"{key}:{aggregate}" if scorer.kind == "prm" else key
+    report = ScoreReport(str(out), scorer.name, scorer.kind, key,
+                         aggregate if scorer.kind == "prm" else None)
+    imported = ImportReport()
+    values: list[float] = []
+    partial = out.with_name(out.stem + ".partial" + out.suffix)
+    try:
+        traces = iter(read(inp, fmt, skip_invalid=skip_invalid, report=imported))
+        total = count_records(inp, fmt)
+        with TraceWriter(partial) as w, progress_bar(total, "scoring", enabled=progress,
+                                                     transient=False) as advance:
+            while batch := list(itertools.islice(traces, max(1, chunk))):
+                report.skipped += _score_chunk(scorer, batch, key, aggregate)
+                for t in batch:
+                    v = (t.meta.get("scores") or {}).get(agg_key)
+                    if v is not None:
+                        values.append(v)
+                    w.write(t)
+                report.traces += len(batch)
+                advance(len(batch))
+        os.replace(partial, out)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    report.scored = len(values)
+    report.mean_score = sum(values) / len(values) if values else None
+    report.invalid = len(imported.skipped)
+    return report

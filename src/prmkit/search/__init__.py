@@ -5,24 +5,22 @@
 - Search with a policy and a scorer: :func:`beam_search` (with lookahead) and :func:`dvts`, by name
   through :func:`search` / :data:`SEARCHES`; each reports the tokens it generated and scored.
 - Verifier-guided generation: :func:`reject`, :func:`rerank`, :func:`revise`.
-- :class:`ScriptedScorer`: a deterministic mock verifier for tests and examples, registered as
-  ``scripted`` in :data:`SCORERS` beside ``model`` (a checkpoint folder).
+- :func:`select_file` / :func:`search_file`: the ``prmkit select`` and ``prmkit search`` stages,
+  file-level.
+
+Scorers by name (:data:`SCORERS`, ``model`` and ``scripted``) and :class:`ScriptedScorer` live in
+:mod:`prmkit.scoring` (re-exported here, as is :func:`trace_score`); queries about the record
+(:func:`~prmkit.traces.is_correct`, :func:`~prmkit.traces.stored_scores`, ...) in
+:mod:`prmkit.traces`.
 
 A verifier is any :class:`~prmkit.scoring.StepScorer` (a ``RewardModel``, a
 ``PrefixCachingScorer``, a ``ScriptedScorer``); aggregators come from :mod:`prmkit.scoring`.
 """
 
-from prmkit.search._common import (
-    ComputeMeter,
-    is_correct,
-    score_keys,
-    stored_scores,
-    trace_score,
-    write_scores,
-)
+from prmkit.scoring import SCORERS, ScriptedScorer, get_scorer, model_scorer, register_scorer, trace_score
+from prmkit.search._common import ComputeMeter
+from prmkit.search._files import SearchFileReport, SelectFileReport, pick_score_key, search_file, select_file
 from prmkit.search._guided import Attempt, GuidedResult, reject, rerank, revise
-from prmkit.search._scorers import SCORERS, get_scorer, model_scorer, register_scorer
-from prmkit.search._scripted import ScriptedScorer
 from prmkit.search._search import (
     SEARCHES,
     SearchConfig,
@@ -49,8 +47,8 @@ from prmkit.search._select import (
 )
 
 __all__ = [
-    "ComputeMeter", "trace_score", "stored_scores", "score_keys",
-    "write_scores", "is_correct",
+    "ComputeMeter", "trace_score", "select_file", "SelectFileReport", "search_file", "SearchFileReport",
+    "pick_score_key",
     "SELECTORS", "register_selector", "AnswerGroup", "Selection", "SelectionReport", "select",
     "select_problems", "group_by_problem", "group_answers", "best_of_n", "weighted_best_of_n",
     "majority_vote", "oracle",

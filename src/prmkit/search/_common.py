@@ -1,7 +1,5 @@
 """Shared pieces of selection, search and verifier-guided generation.
 
-- reading the scores a trace carries (:func:`stored_scores`) and aggregating them (:func:`trace_score`);
-- whether a trace is right (:func:`is_correct`) and what its final answer is (:func:`final_answer`);
 - building traces from steps (:func:`steps_to_trace`) and finishing them (:func:`finish_trace`);
 - counting compute (:class:`ComputeMeter`): tokens generated and tokens scored, so methods can be
   compared at equal compute.
@@ -9,100 +7,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from prmkit.data._answers import answers_equal, extract_answer_is, extract_boxed
 from prmkit.errors import PrmkitError
-from prmkit.policies._base import Completion, GenerationRequest, Policy, SamplingParams
-from prmkit.scoring import get_aggregator
-from prmkit.scoring._protocol import StepScorer
+from prmkit.policies import Completion, GenerationRequest, Policy, SamplingParams
+from prmkit.scoring import StepScorer
 from prmkit.trace import Problem, Step, Trace
 
-__all__ = ["trace_score", "stored_scores", "score_keys", "write_scores",
-           "is_correct", "final_answer", "states_answer", "steps_to_trace", "prefix_of", "finish_trace",
-           "ComputeMeter", "problem_key"]
-
-Aggregator = Callable[[Sequence[float | None]], float | None]
-
-
-# -- aggregation ---------------------------------------------------------------------------------------
-
-def trace_score(scores: Sequence[float | None], aggregate: str | Aggregator = "min") -> float | None:
-    """One number for a trace from its step scores, by an aggregator of :mod:`prmkit.scoring`
-    (a name such as ``"min"`` or ``"first_below:0.5"``, or a callable); an ORM's one-element list
-    passes through every aggregator but ``first_below``.
-
-    >>> trace_score([0.9, 0.4, None, 0.7], "min"), trace_score([], "min") is None
-    (0.4, True)
-    """
-    return get_aggregator(aggregate)(list(scores)) if scores else None
-
-
-# -- scores stored on traces ---------------------------------------------------------------------------
-
-def stored_scores(trace: Trace, key: str) -> list[float | None]:
-    """The scores ``key`` gave ``trace``: one per step (``step.scores[key]``, a PRM) or one for the
-    trace (``trace.meta["scores"][key]``, an ORM); ``[]`` when it has none."""
-    if any(key in s.scores for s in trace.steps):
-        return [s.scores.get(key) for s in trace.steps]
-    value = (trace.meta.get("scores") or {}).get(key)
-    return [float(value)] if isinstance(value, (int, float)) and not isinstance(value, bool) else []
-
-
-def score_keys(traces: Sequence[Trace]) -> list[str]:
-    """Every scorer name found on ``traces`` (step scores, then trace scores), in first-seen order.
-    Aggregated trace scores written by ``prmkit score`` (``"prm:min"``) are not scorer names."""
-    keys: dict[str, None] = {}
-    for t in traces:
-        for s in t.steps:
-            keys.update(dict.fromkeys(s.scores))
-        keys.update(dict.fromkeys(k for k in (t.meta.get("scores") or {}) if ":" not in k))
-    return list(keys)
-
-
-def write_scores(trace: Trace, scores: Sequence[float | None], *, kind: str, key: str) -> None:
-    """Store ``scores`` on ``trace`` as ``RewardModel.score_traces`` does: per step for a PRM
-    (unscored steps get no entry), in ``meta["scores"]`` for an ORM."""
-    if kind == "orm":
-        if scores and scores[0] is not None:
-            trace.meta.setdefault("scores", {})[key] = scores[0]
-        return
-    for step, v in zip(trace.steps, scores, strict=False):
-        if v is not None:
-            step.scores[key] = v
-
-
-# -- answers ---------------------------------------------------------------------------------------------
-
-def final_answer(trace: Trace) -> str | None:
-    """The trace's final answer, as the importer or ``prmkit generate`` extracted it (not guessed
-    again here: a trace without one does not vote)."""
-    return trace.final_answer
-
-
-def is_correct(trace: Trace) -> bool | None:
-    """True / False from the trace's outcome; for an ``unknown`` outcome, its final answer against the
-    reference answer; None when there is no reference to compare with."""
-    if trace.outcome != "unknown":
-        return trace.outcome == "correct"
-    if trace.problem.answer is None:
-        return None
-    answer = final_answer(trace)
-    return answer is not None and answers_equal(answer, trace.problem.answer)
-
-
-def states_answer(step: str) -> bool:
-    """Whether a step states the final answer ("The answer is 8.", a ``\\boxed{}``), which ends a
-    search path. The last number of any step is not enough: most steps end with one."""
-    return extract_answer_is(step) is not None or extract_boxed(step) is not None
-
-
-def problem_key(problem: Problem) -> str:
-    """How problems are told apart: their id, else their text."""
-    return problem.id or problem.text
-
+__all__ = ["steps_to_trace", "prefix_of", "finish_trace", "ComputeMeter"]
 
 # -- traces from steps -----------------------------------------------------------------------------------
 
@@ -125,7 +39,7 @@ def steps_to_trace(problem: Problem, steps: Sequence[str], *, trace_id: str) -> 
 def finish_trace(problem: Problem, text: str, *, trace_id: str, source: str, tokens: int,
                  label: bool = True, meta: dict[str, Any] | None = None) -> Trace:
     """A complete trace as ``prmkit generate`` makes it (steps, answer, outcome, symbolic labels)."""
-    from prmkit.policies._sampling import completion_to_trace
+    from prmkit.generate import completion_to_trace
 
     return completion_to_trace(problem, Completion(text, num_tokens=tokens), trace_id=trace_id,
                                source=source, label=label, meta=meta)

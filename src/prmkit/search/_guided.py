@@ -19,19 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from prmkit.envs._prompts import PromptBuilder
+from prmkit.envs import PromptBuilder
 from prmkit.errors import PrmkitError
-from prmkit.policies._base import Policy, SamplingParams
-from prmkit.scoring._protocol import StepScorer
-from prmkit.search._common import (
-    ComputeMeter,
-    finish_trace,
-    prefix_of,
-    problem_key,
-    trace_score,
-    write_scores,
-)
+from prmkit.policies import Policy, SamplingParams
+from prmkit.scoring import StepScorer, trace_score
+from prmkit.search._common import ComputeMeter, finish_trace, prefix_of
 from prmkit.trace import Problem, Trace
+from prmkit.traces import problem_key, write_scores
 
 __all__ = ["Attempt", "GuidedResult", "reject", "rerank", "revise"]
 

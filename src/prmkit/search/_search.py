@@ -25,7 +25,7 @@ other. The subtrees run side by side (one policy call per round). The answer is 
 subtrees' paths by ``select`` (``bon``; ``weighted`` votes over their answers). Beam search with W×E
 = n generates as many steps per round as DVTS with budget ``n``.
 
-Compute is counted by :class:`~prmkit.search._common.ComputeMeter` (generated tokens, scored tokens,
+Compute is counted by :class:`~prmkit.search.ComputeMeter` (generated tokens, scored tokens,
 scorer calls) and reported in :class:`SearchResult`, so methods are compared at equal compute.
 
 Requests are keyed ``"{problem}/{method}/{path}"`` where ``path`` is the tree (``"t0"``; DVTS has
@@ -42,21 +42,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from prmkit._registry import Registry
-from prmkit.envs._prompts import PromptBuilder
+from prmkit.envs import PromptBuilder
 from prmkit.errors import PrmkitError
-from prmkit.policies._base import Completion, GenerationRequest, Policy, SamplingParams
-from prmkit.scoring._protocol import StepScorer
-from prmkit.search._common import (
-    ComputeMeter,
-    finish_trace,
-    prefix_of,
-    problem_key,
-    states_answer,
-    steps_to_trace,
-    trace_score,
-    write_scores,
-)
+from prmkit.policies import Completion, GenerationRequest, Policy, SamplingParams
+from prmkit.scoring import StepScorer, trace_score
+from prmkit.search._common import ComputeMeter, finish_trace, prefix_of, steps_to_trace
 from prmkit.trace import Problem, Trace
+from prmkit.traces import problem_key, states_answer, write_scores
 
 __all__ = ["SearchConfig", "SearchResult", "beam_search", "dvts", "search", "SEARCHES",
            "register_search"]

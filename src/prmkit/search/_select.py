@@ -35,10 +35,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prmkit._registry import Registry
-from prmkit.data._answers import answers_equal, normalize_answer
+from prmkit.data import answers_equal, normalize_answer
 from prmkit.errors import PrmkitError
-from prmkit.search._common import final_answer, is_correct, problem_key, stored_scores, trace_score
+from prmkit.scoring import trace_score
 from prmkit.trace import Trace
+from prmkit.traces import final_answer, is_correct, problem_key, stored_scores
 
 __all__ = ["AnswerGroup", "Selection", "SelectionReport", "SELECTORS", "register_selector",
            "group_by_problem", "group_answers", "select", "select_problems",

@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prmkit.errors import PrmkitError
-from prmkit.models._align import AlignmentError
-from prmkit.models._model import Encoded, RewardModel
+from prmkit.models import AlignmentError, Encoded, RewardModel
 from prmkit.trace import Trace, binarize
 
 __all__ = ["DataReport", "step_targets", "outcome_target", "encode_traces", "length_batches",

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from prmkit.errors import MissingDependencyError, PrmkitError
-from prmkit.eval._metrics import auroc, first_error_accuracy
+from prmkit.eval import auroc, first_error_accuracy
 from prmkit.models import Encoded, RewardModel, fp32_attention, resolve_precision
 from prmkit.train._config import TrainConfig
 from prmkit.train._data import DataReport, encode_traces, length_batches, read_trace_files, split_by_problem

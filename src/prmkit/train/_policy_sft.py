@@ -21,8 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prmkit.envs._arith import ArithConfig, ArithEnv
-from prmkit.envs._prompts import PromptBuilder
+from prmkit.envs import ArithConfig, ArithEnv, PromptBuilder
 from prmkit.errors import MissingDependencyError, PrmkitError
 
 __all__ = ["PolicySFTConfig", "sft_policy", "SFT_SEED"]
@@ -99,7 +98,7 @@ def sft_policy(cfg: PolicySFTConfig) -> Path:
         from trl import SFTConfig, SFTTrainer
     except ImportError as e:
         raise MissingDependencyError(e.name or "trl", "train", "prmkit policy sft") from None
-    from prmkit.policies._hf import load_causal_lm
+    from prmkit.policies import load_causal_lm
 
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)

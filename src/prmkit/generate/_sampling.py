@@ -13,21 +13,17 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prmkit._jsonio import iter_json_records, open_text, write_jsonl_line
 from prmkit._progress import progress_bar
-from prmkit.data._answers import answers_equal, extract_answer
-from prmkit.data._split import get_splitter
-from prmkit.envs._checker import SymbolicChecker
+from prmkit.data import answers_equal, extract_answer, get_splitter, read
+from prmkit.envs import PromptBuilder, SymbolicChecker
 from prmkit.errors import FormatError, PrmkitError
-from prmkit.policies._base import Completion, Policy, SamplingParams
+from prmkit.policies import Completion, Policy, SamplingParams
 from prmkit.trace import Problem, Trace, TraceWriter
 
-if TYPE_CHECKING:  # the prompt builder imports the policy interface, which imports this module
-    from prmkit.envs._prompts import PromptBuilder
-
-__all__ = ["sample_traces", "completion_to_trace", "SampleReport"]
+__all__ = ["sample_traces", "completion_to_trace", "SampleReport", "problems_from_file"]
 
 
 @dataclass
@@ -166,8 +162,6 @@ def problems_from_file(path: str | os.PathLike, fmt: str | None = None, *, limit
                        skip_invalid: bool = False) -> list[Problem]:
     """Problems (with reference answers) from a dataset file in any format, e.g. GSM8K or MATH-500.
     A problem's id is its record's trace id (``test.jsonl:17`` for GSM8K, ``unique_id`` for MATH)."""
-    from prmkit.data._format import read
-
     out: list[Problem] = []
     for t in read(path, fmt, skip_invalid=skip_invalid):
         if t.problem.answer is None:

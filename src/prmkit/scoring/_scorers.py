@@ -4,7 +4,7 @@
   behind :class:`~prmkit.scoring.PrefixCachingScorer`, which scores exactly as the model does but
   runs shared prefixes once (N candidates of a problem) and reuses earlier calls (beams growing a
   step at a time); ``cache=False`` gives the plain ``RewardModel``;
-- ``scripted``: :class:`~prmkit.search.ScriptedScorer` (``scores=`` a dict by step text or a list of
+- ``scripted``: :class:`~prmkit.scoring.ScriptedScorer` (``scores=`` a dict by step text or a list of
   per-trace lists, ``kind=``), for tests and examples.
 
 >>> get_scorer("scripted", scores={"a": 0.5}).kind
@@ -13,31 +13,34 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from prmkit._registry import Registry
+from prmkit.errors import PrmkitError
 from prmkit.scoring._protocol import StepScorer
 
-__all__ = ["SCORERS", "get_scorer", "register_scorer", "model_scorer"]
+__all__ = ["SCORERS", "get_scorer", "register_scorer", "model_scorer", "load_scorer"]
 
 
 def model_scorer(path: str, *, cache: bool = True, batch_size: int = 8, max_cached_tokens: int = 16384,
                  **model_args: Any) -> StepScorer:
     """A checkpoint as a scorer (see the module docs)."""
-    from prmkit.models._model import RewardModel
+    from prmkit.models import RewardModel
 
     rm = RewardModel.from_pretrained(path, **model_args)
     if not cache:
         return rm
-    from prmkit.scoring import PrefixCachingScorer
+    from prmkit.scoring._prefix import PrefixCachingScorer
 
     return PrefixCachingScorer(rm, batch_size=batch_size, max_cached_tokens=max_cached_tokens)
 
 
 #: name -> "module:attr" of a scorer factory.
 SCORERS = Registry("scorer", {
-    "model": "prmkit.search._scorers:model_scorer",
-    "scripted": "prmkit.search._scripted:ScriptedScorer",
+    "model": "prmkit.scoring._scorers:model_scorer",
+    "scripted": "prmkit.scoring._scripted:ScriptedScorer",
 })
 
 
@@ -49,3 +52,21 @@ def register_scorer(name: str, target: str) -> None:
 def get_scorer(name: str, **kwargs: Any) -> StepScorer:
     """The scorer registered as ``name``, built with ``kwargs``."""
     return SCORERS.create(name, **kwargs)
+
+
+def load_scorer(name: str = "model", path: str | os.PathLike | None = None,
+                options: dict[str, Any] | None = None, *, batch_size: int = 8) -> StepScorer:
+    """The scorer a command line names: ``model`` needs ``path`` (a checkpoint folder; ``batch_size``
+    unless ``options`` set one), any other registered scorer is built from ``options``
+    (``-s KEY=VALUE``) alone."""
+    kwargs = dict(options or {})
+    if name == "model":
+        if path is None:
+            raise PrmkitError("give the checkpoint folder with --model DIR")
+        if not Path(path).exists():
+            raise PrmkitError(f"{path}: no such folder")
+        kwargs.setdefault("batch_size", batch_size)
+        kwargs["path"] = str(path)
+    elif path is not None:
+        raise PrmkitError(f"--model is for --scorer model, not {name!r}")
+    return get_scorer(name, **kwargs)

@@ -1,0 +1,167 @@
+"""The ``prmkit select`` and ``prmkit search`` stages, file-level.
+
+- :func:`select_file`: choose one trace per problem from a scored file, report the accuracy of the
+  choices (and of majority vote and the oracle beside them), optionally write the chosen traces;
+- :func:`search_file`: run a step-level search on every problem and write the answer traces.
+
+Both write to a temporary file renamed on success: a failure never leaves half a file, and never
+touches an existing output or the input.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from prmkit.data import read
+from prmkit.envs import ArithConfig, PromptBuilder
+from prmkit.errors import PrmkitError
+from prmkit.policies import Policy
+from prmkit.scoring import StepScorer
+from prmkit.search._search import SEARCHES, SearchConfig, search
+from prmkit.search._select import SCORED_METHODS, SELECTORS, SelectionReport, select_problems
+from prmkit.trace import Problem, Trace, TraceWriter
+from prmkit.traces import is_correct, score_keys
+
+__all__ = ["select_file", "SelectFileReport", "search_file", "SearchFileReport", "pick_score_key"]
+
+
+def _atomic_writer(out: Path, inp: Path | None = None) -> tuple[Path, TraceWriter]:
+    if inp is not None and out.exists() and out.resolve() == inp.resolve():
+        raise PrmkitError(f"{out}: the output must not overwrite the input")
+    partial = out.with_name(out.stem + ".partial" + out.suffix)
+    return partial, TraceWriter(partial)
+
+
+def pick_score_key(traces: list[Trace], key: str | None) -> str:
+    """``key``, or the only scorer name the traces carry (an error names the choices otherwise)."""
+    if key is not None:
+        return key
+    keys = score_keys(traces)
+    if not keys:
+        raise PrmkitError("the traces carry no scores: run prmkit score first, or use --method majority")
+    if len(keys) > 1:
+        raise PrmkitError(f"the traces carry scores from several scorers ({', '.join(keys)}): pick one "
+                          "with --key")
+    return keys[0]
+
+
+@dataclass
+class SelectFileReport:
+    """What :func:`select_file` did: the method's report, the reference methods' reports, the score
+    key used, and how many chosen traces were written (``out`` None: none)."""
+
+    report: SelectionReport
+    references: list[SelectionReport]
+    key: str | None
+    out: str | None = None
+    written: int = 0
+
+    def lines(self) -> list[str]:
+        out = [self.report.summary() + (f" (scores: {self.key})" if self.key else ""),
+               "reference: " + "; ".join(r.summary() for r in self.references)]
+        if self.out is not None:
+            out.append(f"{self.out}: {self.written} chosen traces")
+        return out
+
+
+def select_file(inp: str | os.PathLike, *, method: str = "bon", aggregate: str = "min",
+                key: str | None = None, out: str | os.PathLike | None = None, fmt: str | None = None
+                ) -> SelectFileReport:
+    """Choose one trace per problem of ``inp`` with ``method`` (:data:`SELECTORS`); scored methods use
+    the stored scores ``key`` (default: the only scorer found) aggregated by ``aggregate``. With
+    ``out``, the chosen traces are written there with ``meta["selection"]`` and a ``select``
+    provenance entry."""
+    if method not in SELECTORS:
+        raise PrmkitError(f"unknown selection method {method!r}; one of {', '.join(SELECTORS)}")
+    inp = Path(inp)
+    if not inp.exists():
+        raise PrmkitError(f"{inp}: no such file")
+    traces = list(read(inp, fmt))
+    if not traces:
+        raise PrmkitError(f"{inp}: no traces")
+    if method in SCORED_METHODS:
+        key = pick_score_key(traces, key)
+    report = select_problems(traces, method, aggregate=aggregate, key=key)
+    refs = [select_problems(traces, m) for m in ("majority", "oracle") if m != method]
+    result = SelectFileReport(report, refs, key if method in SCORED_METHODS else None)
+    if out is not None:
+        out = Path(out)
+        partial, w = _atomic_writer(out, inp)
+        try:
+            with w:
+                for s in report.selections:
+                    if s.trace is None:
+                        continue
+                    t = s.trace
+                    t.meta["selection"] = s.to_dict()
+                    t.add_provenance("select", method, {"aggregate": s.aggregate, "key": key})
+                    w.write(t)
+            os.replace(partial, out)
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
+        result.out, result.written = str(out), w.count
+    return result
+
+
+@dataclass
+class SearchFileReport:
+    """What :func:`search_file` did: problems searched, how many could be judged and were right, and
+    the tokens generated and scored (compare methods at equal compute)."""
+
+    out: str
+    method: str
+    problems: int = 0
+    judged: int = 0
+    right: int = 0
+    generated_tokens: int = 0
+    scored_tokens: int = 0
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def accuracy(self) -> float | None:
+        return self.right / self.judged if self.judged else None
+
+    def lines(self) -> list[str]:
+        k = max(1, self.problems)
+        acc = f"{self.accuracy:.1%} on {self.judged} problems" if self.judged else "n/a"
+        return [f"{self.out}: {self.method} accuracy {acc}; per problem {self.generated_tokens / k:.0f} "
+                f"tokens generated, {self.scored_tokens / k:.0f} scored"]
+
+
+def search_file(out: str | os.PathLike, problems: list[Problem], policy: Policy, scorer: StepScorer, *,
+                method: str = "beam", arith_config: ArithConfig | None = None, source: str | None = None,
+                shots: int | None = None, **options: Any) -> SearchFileReport:
+    """Search every problem with ``method`` (:data:`SEARCHES`: ``beam``, ``dvts``) and write the
+    answer traces to ``out``. The prompts are the ones ``policy`` expects
+    (:meth:`PromptBuilder.for_policy`). ``options`` are the search's settings; those the method does
+    not take (``n``/``m`` for ``beam``, ``beam_width``/``expansions`` for ``dvts``) are dropped, so one
+    set of command-line options serves every method."""
+    if method not in SEARCHES:
+        raise PrmkitError(f"unknown search method {method!r}; one of {', '.join(SEARCHES)}")
+    takes = set(inspect.signature(SEARCHES.load(method)).parameters) | {f.name for f in fields(SearchConfig)}
+    used = {k: v for k, v in options.items() if k in takes}
+    prompts = PromptBuilder.for_policy(policy, config=arith_config, source=source, shots=shots)
+    out = Path(out)
+    report = SearchFileReport(str(out), method, options=used)
+    partial, w = _atomic_writer(out)
+    try:
+        with w:
+            for p in problems:
+                r = search(method, p, policy, scorer, prompts, **used)
+                w.write(r.trace)
+                ok = is_correct(r.trace)
+                report.problems += 1
+                report.judged += ok is not None
+                report.right += bool(ok)
+                report.generated_tokens += r.generated_tokens
+                report.scored_tokens += r.scored_tokens
+        os.replace(partial, out)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    return report

@@ -1,0 +1,112 @@
+"""Queries about the record, and the one function that writes scores onto it.
+
+Every stage asks the same questions of a :class:`~prmkit.trace.Trace` — which scores does it carry,
+is it right, what is its final answer, does a step state the answer — so they live here, beside the
+record, and no stage reaches into another for them. :func:`write_scores` is the only code that
+stores a scorer's results on a trace (scoring, search, the reward model and the demo all call it), so
+an unscored step is treated the same way everywhere: it gets no entry.
+
+>>> from prmkit.trace import Problem, Step, Trace
+>>> t = Trace(id="t", problem=Problem("1+1?", answer="2"), steps=[Step("1+1=2"), Step("The answer is 2.")],
+...           final_answer="2")
+>>> write_scores(t, [0.9, None], kind="prm", key="prm", trace_scores={"prm:min": 0.9})
+>>> stored_scores(t, "prm"), t.meta["scores"], is_correct(t), states_answer(t.steps[-1].text)
+([0.9, None], {'prm:min': 0.9}, True, True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from prmkit.data import answers_equal, extract_answer_is, extract_boxed
+from prmkit.errors import PrmkitError
+from prmkit.trace import Problem, Trace
+
+__all__ = ["stored_scores", "score_keys", "write_scores", "is_correct", "final_answer", "states_answer",
+           "problem_key"]
+
+
+# -- scores stored on traces ---------------------------------------------------------------------------
+
+def stored_scores(trace: Trace, key: str) -> list[float | None]:
+    """The scores ``key`` gave ``trace``: one per step (``step.scores[key]``, a PRM) or one for the
+    trace (``trace.meta["scores"][key]``, an ORM); ``[]`` when it has none."""
+    if any(key in s.scores for s in trace.steps):
+        return [s.scores.get(key) for s in trace.steps]
+    value = (trace.meta.get("scores") or {}).get(key)
+    return [float(value)] if isinstance(value, (int, float)) and not isinstance(value, bool) else []
+
+
+def score_keys(traces: Sequence[Trace]) -> list[str]:
+    """Every scorer name found on ``traces`` (step scores, then trace scores), in first-seen order.
+    Aggregated trace scores written by ``prmkit score`` (``"prm:min"``) are not scorer names."""
+    keys: dict[str, None] = {}
+    for t in traces:
+        for s in t.steps:
+            keys.update(dict.fromkeys(s.scores))
+        keys.update(dict.fromkeys(k for k in (t.meta.get("scores") or {}) if ":" not in k))
+    return list(keys)
+
+
+def write_scores(trace: Trace, scores: Sequence[float | None], *, kind: str, key: str,
+                 trace_scores: Mapping[str, float | None] | None = None) -> None:
+    """Store a scorer's result for ``trace``.
+
+    - PRM (``kind="prm"``): ``step.scores[key]`` for every step with a score; a step without one (cut
+      by ``max_length``, or not scored) gets no entry. ``scores`` has one value per step (fewer: the
+      trailing steps are unscored, as for a partial trace in search).
+    - ORM: ``trace.meta["scores"][key]`` from the one-element list, unless it is None.
+    - ``trace_scores``: further trace-level values stored in ``trace.meta["scores"]`` (an aggregated
+      PRM score such as ``{"prm:min": 0.4}``); None values are not stored.
+
+    An empty ``meta["scores"]`` is never left behind.
+    """
+    if kind not in ("prm", "orm"):
+        raise PrmkitError(f"kind must be 'prm' or 'orm', got {kind!r}")
+    meta = trace.meta.setdefault("scores", {})
+    if kind == "orm":
+        if len(scores) > 1:
+            raise PrmkitError(f"trace {trace.id!r}: an ORM gives one score, got {len(scores)}")
+        if scores and scores[0] is not None:
+            meta[key] = scores[0]
+    else:
+        if len(scores) > len(trace.steps):
+            raise PrmkitError(f"trace {trace.id!r}: {len(scores)} step scores for {len(trace.steps)} steps")
+        for step, v in zip(trace.steps, scores, strict=False):
+            if v is not None:
+                step.scores[key] = v
+    for name, v in (trace_scores or {}).items():
+        if v is not None:
+            meta[name] = v
+    if not meta:
+        del trace.meta["scores"]
+
+
+# -- answers -----------------------------------------------------------------------------------------------
+
+def final_answer(trace: Trace) -> str | None:
+    """The trace's final answer, as the importer or ``prmkit generate`` extracted it (not guessed
+    again here: a trace without one does not vote)."""
+    return trace.final_answer
+
+
+def is_correct(trace: Trace) -> bool | None:
+    """True / False from the trace's outcome; for an ``unknown`` outcome, its final answer against the
+    reference answer; None when there is no reference to compare with."""
+    if trace.outcome != "unknown":
+        return trace.outcome == "correct"
+    if trace.problem.answer is None:
+        return None
+    answer = final_answer(trace)
+    return answer is not None and answers_equal(answer, trace.problem.answer)
+
+
+def states_answer(step: str) -> bool:
+    """Whether a step states the final answer ("The answer is 8.", a ``\\boxed{}``), which ends a
+    search path. The last number of any step is not enough: most steps end with one."""
+    return extract_answer_is(step) is not None or extract_boxed(step) is not None
+
+
+def problem_key(problem: Problem) -> str:
+    """How problems are told apart: their id, else their text."""
+    return problem.id or problem.text
