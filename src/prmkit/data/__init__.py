@@ -1,6 +1,7 @@
 """Public data formats (import / export), step splitters, answer extraction and equivalence."""
 
 from prmkit.data._answers import (
+    EQUALITY_METHODS,
     answers_equal,
     extract_answer,
     extract_answer_is,
@@ -8,13 +9,12 @@ from prmkit.data._answers import (
     extract_gsm8k,
     extract_last_number,
     normalize_answer,
-    EQUALITY_METHODS,
 )
+from prmkit.data._convert import convert
 from prmkit.data._format import (
     FORMATS,
     Format,
     ImportReport,
-    convert,
     count_records,
     detect_format,
     get_format,

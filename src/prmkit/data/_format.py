@@ -23,7 +23,7 @@ from prmkit.errors import FormatError, PrmkitError
 from prmkit.trace import Trace
 
 __all__ = ["Format", "ImportReport", "FORMATS", "get_format", "detect_format", "read", "write",
-           "convert", "register_format", "count_records"]
+           "register_format", "count_records"]
 
 
 @dataclass
@@ -236,41 +236,6 @@ def write(traces: Iterable[Trace], path: str | os.PathLike, fmt: str = "prmkit",
           **options: Any) -> int:
     """Write ``traces`` to ``path`` in format ``fmt``; returns the number of records."""
     return get_format(fmt, **options).write(traces, path)
-
-
-def convert(src: str | os.PathLike, dst: str | os.PathLike, *, src_format: str | None = None,
-            dst_format: str | None = "prmkit", skip_invalid: bool = False,
-            report: ImportReport | None = None, read_options: dict[str, Any] | None = None,
-            write_options: dict[str, Any] | None = None) -> int:
-    """Convert ``src`` to ``dst``, streaming. Returns the number of records written.
-
-    ``dst_format`` ``"parquet"`` writes Apache Parquet (the ``datasets`` schema); None picks it for a
-    ``.parquet`` file name, else ``prmkit`` JSONL."""
-    if dst_format is None:
-        dst_format = "parquet" if str(dst).endswith(".parquet") else "prmkit"
-    if not os.path.exists(src):
-        raise PrmkitError(f"{src}: no such file")
-    src_format = src_format or detect_format(src)
-    if os.path.exists(dst) and os.path.samefile(src, dst):
-        raise PrmkitError(f"{dst}: the output must not overwrite the input")
-    traces = read(src, src_format, skip_invalid=skip_invalid, report=report,
-                  **(read_options or {}))
-    # Written beside dst and renamed when complete: a failure leaves an existing dst as it was.
-    base, ext = os.path.splitext(os.fspath(dst))
-    tmp = f"{base}.partial{ext}"
-    try:
-        if dst_format == "parquet":
-            from prmkit.data._hf import write_parquet
-
-            n = write_parquet(traces, tmp, **(write_options or {}))
-        else:
-            n = write(traces, tmp, dst_format, **(write_options or {}))
-        os.replace(tmp, dst)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return n
 
 
 def count_records(path: str | os.PathLike, fmt: str | None = None) -> int:

@@ -31,8 +31,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from prmkit._registry import Registry
 from prmkit.errors import PrmkitError
+from prmkit.eval._doc import ReportDoc
 from prmkit.eval._metrics import auroc, f1_score, first_error_index
-from prmkit.eval._report import ReportDoc
 from prmkit.eval._stepmetrics import collect_steps
 from prmkit.scoring import StepScorer, get_aggregator, score_traces, trace_score
 from prmkit.trace import Step, Trace
