@@ -35,8 +35,7 @@ import statistics
 import sys
 import time
 
-from prmkit.envs import ArithConfig, ArithEnv
-from prmkit.envs._prompts import PromptBuilder
+from prmkit.envs import ArithConfig, ArithEnv, PromptBuilder
 from prmkit.policies import SamplingParams, get_policy
 
 
@@ -95,7 +94,7 @@ def bench_llamacpp(problems: int, n: int, max_tokens: int, rows: int, threads: i
     """Tokens/s of llama.cpp batched decoding, ``rows`` sequences at a time (see the docstring)."""
     import llama_cpp as L
 
-    from prmkit.policies._hf import default_policy_model
+    from prmkit.policies import default_policy_model
 
     global _QUIET
     _QUIET = _QUIET or _quiet_logger()

@@ -38,8 +38,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from prmkit.envs import ArithConfig, ArithEnv, SymbolicChecker
-from prmkit.envs._prompts import PromptBuilder
+from prmkit.envs import ArithConfig, ArithEnv, PromptBuilder, SymbolicChecker
+from prmkit.generate import completion_to_trace, sample_traces
 from prmkit.labelers import LabelStore, PolicySpec, get_labeler
 from prmkit.policies import (
     Completion,
@@ -49,7 +49,6 @@ from prmkit.policies import (
     derive_seed,
     get_policy,
 )
-from prmkit.generate import completion_to_trace, sample_traces
 from prmkit.trace import Problem, Trace, binarize, read_traces
 
 

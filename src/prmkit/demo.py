@@ -171,6 +171,8 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
     from prmkit.scoring import add_trace_scores, score_traces
     from prmkit.train import TrainConfig, train
 
+    if cfg.transfer_data is not None and not Path(cfg.transfer_data).is_file():
+        raise PrmkitError(f"{cfg.transfer_data}: no such file (transfer_data)")
     t_start = time.perf_counter()
     out = Path(out)
     stages = _Stages(out, cfg, overwrite)

@@ -30,13 +30,9 @@ def demo(
     import dataclasses
 
     from prmkit.demo import DEMO_PRESETS, run_demo
-    from prmkit.errors import PrmkitError
 
-    cfg = dataclasses.replace(DEMO_PRESETS["quick" if quick else "full"])
-    if transfer_data is not None:
-        if not transfer_data.exists():
-            raise PrmkitError(f"{transfer_data}: no such file")
-        cfg.transfer_data = str(transfer_data)
+    cfg = dataclasses.replace(DEMO_PRESETS["quick" if quick else "full"],
+                              transfer_data=str(transfer_data) if transfer_data is not None else None)
     out = out or Path("runs/demo-quick" if quick else "runs/demo")
     paths = run_demo(cfg, out, overwrite=overwrite, command="prmkit " + " ".join(sys.argv[1:]))
     import json
