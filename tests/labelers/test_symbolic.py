@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from prmkit.envs import ArithConfig, ArithEnv, SymbolicChecker
 from prmkit.labelers import SymbolicLabeler
-from prmkit.policies import Completion, completion_to_trace
+from prmkit.generate import completion_to_trace
+from prmkit.policies import Completion
 
 
 def arith_traces():
