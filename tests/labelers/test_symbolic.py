@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from prmkit.envs import ArithConfig, ArithEnv, SymbolicChecker
-from prmkit.labelers import SymbolicLabeler
 from prmkit.generate import completion_to_trace
+from prmkit.labelers import SymbolicLabeler
 from prmkit.policies import Completion
 
 
