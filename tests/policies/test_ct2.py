@@ -10,8 +10,8 @@ import pytest
 
 from prmkit.envs import ArithConfig, ArithEnv
 from prmkit.envs._prompts import PromptBuilder
-from prmkit.policies import GenerationRequest, SamplingParams, default_backend, get_policy
 from prmkit.generate import sample_traces
+from prmkit.policies import GenerationRequest, SamplingParams, default_backend, get_policy
 
 pytest.importorskip("torch")
 pytest.importorskip("ctranslate2")

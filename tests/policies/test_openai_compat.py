@@ -10,8 +10,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import socket
 import signal
+import socket
 import subprocess
 import sys
 import threading

@@ -10,8 +10,8 @@ from prmkit.cli import main
 from prmkit.envs import ArithConfig, ArithEnv
 from prmkit.envs._prompts import PromptBuilder
 from prmkit.errors import PrmkitError
-from prmkit.policies import SamplingParams, ScriptedPolicy, get_policy
 from prmkit.generate import problems_from_file, sample_traces
+from prmkit.policies import SamplingParams, ScriptedPolicy, get_policy
 from prmkit.trace import read_traces
 
 CFG = ArithConfig(steps=2, ops=("+", "-"), seed=3)
