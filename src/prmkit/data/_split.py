@@ -365,7 +365,7 @@ SPLITTERS = Registry("splitter", {
     "newline": "prmkit.data._split:NewlineSplitter",
     "step_marker": "prmkit.data._split:StepMarkerSplitter",
     "sentence": "prmkit.data._split:SentenceSplitter",
-})
+}, group="prmkit.splitters")
 
 
 def register_splitter(name: str, target: str) -> None:

@@ -25,24 +25,10 @@ the same labels as an uninterrupted one.
 """
 
 from prmkit.labelers._advantage import AdvantageLabeler
-from prmkit.labelers._base import (
-    JUDGE_PREFIX,
-    LABELERS,
-    Labeler,
-    LabelReport,
-    Need,
-    PlanResult,
-    Rollout,
-    RolloutLabeler,
-    get_labeler,
-    prefix_text,
-    register_labeler,
-    rollout_key,
-    terminal_success,
-)
+from prmkit.labelers._base import LABELERS, Labeler, RolloutLabeler, get_labeler, register_labeler
 from prmkit.labelers._binary import AFTER_ERROR, BinarySearchLabeler, max_search_rounds
 from prmkit.labelers._consensus import ConsensusLabeler
-from prmkit.labelers._engine import label_stream, rollout_messages
+from prmkit.labelers._engine import label_stream
 from prmkit.labelers._executors import (
     InlineExecutor,
     PolicyInfo,
@@ -53,6 +39,17 @@ from prmkit.labelers._executors import (
 )
 from prmkit.labelers._judge import JUDGE_SYSTEM, JudgeLabeler, JudgeParseError, parse_verdicts
 from prmkit.labelers._mc import MC_SOURCES, MCLabeler
+from prmkit.labelers._plan import (
+    JUDGE_PREFIX,
+    LabelReport,
+    Need,
+    PlanResult,
+    Rollout,
+    prefix_text,
+    rollout_key,
+    terminal_success,
+)
+from prmkit.labelers._prompts import rollout_messages
 from prmkit.labelers._run import default_store_path, label_file
 from prmkit.labelers._store import LabelStore, StoreMismatchError
 from prmkit.labelers._symbolic import SymbolicLabeler

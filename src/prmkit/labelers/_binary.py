@@ -28,15 +28,8 @@ from collections import Counter
 from typing import Any
 
 from prmkit.errors import PrmkitError
-from prmkit.labelers._base import (
-    Need,
-    Plan,
-    PlanResult,
-    Rollout,
-    RolloutLabeler,
-    setup_rollouts,
-    terminal_success,
-)
+from prmkit.labelers._base import RolloutLabeler, setup_rollouts
+from prmkit.labelers._plan import Need, Plan, PlanResult, Rollout, terminal_success
 from prmkit.trace import StepLabel, Trace
 
 __all__ = ["BinarySearchLabeler", "AFTER_ERROR", "max_search_rounds"]

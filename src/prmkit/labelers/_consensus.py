@@ -16,9 +16,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from prmkit.labelers._base import Plan, PlanResult, RolloutLabeler, gather, policy_args
+from prmkit.labelers._base import RolloutLabeler, policy_args
+from prmkit.labelers._executors import Executor
 from prmkit.labelers._judge import JUDGE_SYSTEM, JudgeLabeler
 from prmkit.labelers._mc import MCLabeler
+from prmkit.labelers._plan import Plan, PlanResult, gather
 from prmkit.policies import GenerationRequest
 from prmkit.trace import StepLabel, Trace
 
@@ -59,11 +61,12 @@ class ConsensusLabeler(RolloutLabeler):
         if keep_components:
             self.sources = ("consensus", "mc_hard", "mc_soft", "judge")
 
-    def start(self) -> None:
-        super().start()
+    def start(self) -> dict[str, Executor]:
+        executors = super().start()
         # The sub-labelers write labels that name their own model.
         self.mc.channels["rollout"].info = self.channels["rollout"].info
         self.judge.channels["judge"].info = self.channels["judge"].info
+        return executors
 
     def request(self, channel: str, trace: Trace, prefix: int) -> GenerationRequest:
         return (self.judge if channel == "judge" else self.mc).request(channel, trace, prefix)

@@ -13,21 +13,20 @@ import dataclasses
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Any
+from typing import Any, Protocol
 
 from prmkit.errors import PrmkitError
-from prmkit.labelers._base import (
+from prmkit.labelers._executors import Executor
+from prmkit.labelers._plan import (
     Channel,
     LabelReport,
     Need,
     Plan,
     PlanResult,
     Rollout,
-    RolloutLabeler,
     cost_of,
     reached_answer,
     request_hash,
@@ -36,46 +35,26 @@ from prmkit.labelers._store import LabelStore
 from prmkit.policies import GenerationRequest, derive_seed
 from prmkit.trace import Trace
 
-__all__ = ["label_stream", "run_labeler", "rollout_messages"]
+__all__ = ["PlanningLabeler", "label_stream", "run_labeler"]
 
 
-# -- prompts ---------------------------------------------------------------------------------------------
+class PlanningLabeler(Protocol):
+    """What the engine needs of a labeler (:class:`~prmkit.labelers.RolloutLabeler` is one): plans,
+    the channels they draw on, and the executors behind them."""
 
-@lru_cache(maxsize=64)
-def _builder(source: str, shots: int, system: str, config_json: str | None) -> Any:
-    import json
+    name: str
+    args: dict[str, Any]
+    sources: tuple[str, ...]
+    answer_method: str
+    channels: dict[str, Channel]
 
-    from prmkit.envs import HAND_WRITTEN_SHOTS, ArithConfig, PromptBuilder
+    def start(self) -> Mapping[str, Executor]: ...
 
-    if config_json is not None:
-        cfg = json.loads(config_json)
-        steps = cfg.get("steps", 3)
-        cfg = {**cfg, "ops": tuple(cfg.get("ops", ("+", "-", "*"))),
-               "steps": tuple(steps) if isinstance(steps, list) else steps}
-        return PromptBuilder("arith", shots=shots, system=system, config=ArithConfig(**cfg))
-    return PromptBuilder(source, shots=min(shots, len(HAND_WRITTEN_SHOTS)), system=system)
+    def skip_reason(self, trace: Trace) -> str | None: ...
 
+    def plan(self, trace: Trace) -> Plan | PlanResult: ...
 
-def rollout_messages(trace: Trace, shots: int | None = None, policy_shots: int | None = None
-                     ) -> list[dict[str, Any]]:
-    """The chat prompt a rollout of ``trace`` continues: the prompt the trace was generated with
-    when its provenance records one (``prmkit generate`` does), else the default prompt with
-    ``shots`` worked examples (the policy's preference, else 2). ``arith`` problems draw their
-    examples from the environment, like ``prmkit generate``."""
-    import json
-
-    from prmkit.envs import SYSTEM_PROMPT
-
-    gen = next((p for p in reversed(trace.provenance) if p.stage == "generate"), None)
-    prompt = (gen.args.get("prompt") if gen is not None else None) or {}
-    if shots is None:
-        shots = prompt.get("shots")
-    if shots is None:
-        shots = policy_shots if policy_shots is not None else 2
-    system = prompt.get("system") or SYSTEM_PROMPT
-    arith = (trace.problem.meta or {}).get("arith")
-    config = json.dumps(arith["config"], sort_keys=True) if arith and "config" in arith else None
-    return _builder(prompt.get("source", "dataset"), int(shots), system, config).messages(trace.problem)
+    def request(self, channel: str, trace: Trace, prefix: int) -> GenerationRequest: ...
 
 
 # -- the engine ------------------------------------------------------------------------------------------
@@ -117,7 +96,7 @@ class _Submission:
     missing: list[int]
 
 
-def _run_config(labeler: RolloutLabeler, name: str, ch: Channel) -> dict[str, Any]:
+def _run_config(labeler: PlanningLabeler, name: str, ch: Channel) -> dict[str, Any]:
     info = ch.info
     describe = {k: v for k, v in (info.describe if info else {}).items() if k != "device"}
     params = ch.params.to_dict()
@@ -126,17 +105,17 @@ def _run_config(labeler: RolloutLabeler, name: str, ch: Channel) -> dict[str, An
             "answer_method": labeler.answer_method, **({"config": ch.config} if ch.config else {})}
 
 
-def _runtimes(labeler: RolloutLabeler, store: LabelStore) -> dict[str, _Runtime]:
-    labeler.start()
+def _runtimes(labeler: PlanningLabeler, store: LabelStore) -> dict[str, _Runtime]:
+    executors = labeler.start()
     out = {}
     for name, ch in labeler.channels.items():
-        out[name] = _Runtime(name, ch, labeler._executors[name],
+        out[name] = _Runtime(name, ch, executors[name],
                              store.run_key(_run_config(labeler, name, ch)),
                              lambda trace, p, _n=name: labeler.request(_n, trace, p))
     return out
 
 
-def _finish(labeler: RolloutLabeler, task: _Task, result: PlanResult | None, report: LabelReport,
+def _finish(labeler: PlanningLabeler, task: _Task, result: PlanResult | None, report: LabelReport,
             skip: str | None) -> None:
     trace = task.trace
     task.done = True
@@ -182,7 +161,7 @@ def _finish(labeler: RolloutLabeler, task: _Task, result: PlanResult | None, rep
     report.issues.extend(f"{trace.id}: {i}" for i in result.issues)
 
 
-def label_stream(labeler: RolloutLabeler, traces: Iterable[Trace], *, store: LabelStore,
+def label_stream(labeler: PlanningLabeler, traces: Iterable[Trace], *, store: LabelStore,
                  report: LabelReport, window: int = 64) -> Iterator[Trace]:
     """Label ``traces`` (in place) and yield each back, in input order, once its plan is done.
 
@@ -326,10 +305,11 @@ def label_stream(labeler: RolloutLabeler, traces: Iterable[Trace], *, store: Lab
             fut.cancel()
 
 
-def run_labeler(labeler: RolloutLabeler, traces: list[Trace], *,
+def run_labeler(labeler: PlanningLabeler, traces: list[Trace], *,
                 store: LabelStore | str | os.PathLike | None = None, progress: bool = False,
                 report: LabelReport | None = None, window: int = 64) -> LabelReport:
-    """Label ``traces`` in place with ``labeler`` (what :meth:`RolloutLabeler.label` runs)."""
+    """Label ``traces`` in place with ``labeler`` (what
+    :meth:`~prmkit.labelers.RolloutLabeler.label` runs)."""
     from prmkit._progress import progress_bar
 
     report = report or LabelReport(labeler.name)

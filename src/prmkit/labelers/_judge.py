@@ -27,17 +27,8 @@ from collections import Counter
 from typing import Any
 
 from prmkit.errors import PrmkitError
-from prmkit.labelers._base import (
-    Channel,
-    Need,
-    Plan,
-    PlanResult,
-    Rollout,
-    RolloutLabeler,
-    check_k,
-    policy_args,
-    sampling_params,
-)
+from prmkit.labelers._base import RolloutLabeler, check_k, policy_args, sampling_params
+from prmkit.labelers._plan import Channel, Need, Plan, PlanResult, Rollout
 from prmkit.policies import GenerationRequest
 from prmkit.trace import Trace
 

@@ -16,14 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from prmkit.errors import PrmkitError
-from prmkit.labelers._base import (
-    Need,
-    Plan,
-    PlanResult,
-    RolloutLabeler,
-    setup_rollouts,
-    terminal_success,
-)
+from prmkit.labelers._base import RolloutLabeler, setup_rollouts
+from prmkit.labelers._plan import Need, Plan, PlanResult, terminal_success
 from prmkit.trace import StepLabel, Trace
 
 __all__ = ["MCLabeler", "MC_SOURCES"]

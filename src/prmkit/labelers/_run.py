@@ -16,8 +16,9 @@ from pathlib import Path
 from prmkit._progress import progress_bar
 from prmkit.data import ImportReport, count_records, detect_format, read
 from prmkit.errors import PrmkitError
-from prmkit.labelers._base import LabelReport, RolloutLabeler
+from prmkit.labelers._base import RolloutLabeler
 from prmkit.labelers._engine import label_stream
+from prmkit.labelers._plan import LabelReport
 from prmkit.labelers._store import LabelStore
 from prmkit.trace import TraceWriter
 

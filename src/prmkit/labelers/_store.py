@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from prmkit.errors import PrmkitError
-from prmkit.labelers._base import Rollout
+from prmkit.labelers._plan import Rollout
 from prmkit.trace import now
 
 __all__ = ["LabelStore", "SCHEMA_VERSION", "StoreMismatchError"]

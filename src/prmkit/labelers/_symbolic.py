@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections import Counter
 
 from prmkit.envs import SymbolicChecker
-from prmkit.labelers._base import PlanResult, RolloutLabeler
+from prmkit.labelers._base import RolloutLabeler
+from prmkit.labelers._plan import PlanResult
 from prmkit.trace import Trace
 
 __all__ = ["SymbolicLabeler"]

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
+from prmkit._registry import Registry
 from prmkit.errors import PrmkitError
 from prmkit.models._align import Rendered
 
@@ -184,7 +185,9 @@ def _find_after(text: str, needle: str, start: int) -> int:
     return text.find(needle, max(start, 0))
 
 
-CONVENTIONS: dict[str, Convention] = {}
+#: name -> :class:`Convention` (the built-ins are objects; plugins of the ``prmkit.conventions``
+#: entry-point group are ``"module:attr"`` of a Convention, imported when asked for).
+CONVENTIONS = Registry("PRM convention", {}, group="prmkit.conventions")
 
 
 def _add(c: Convention) -> Convention:
@@ -240,6 +243,10 @@ def get_convention(spec: str | dict[str, Any] | Convention | None) -> Convention
         return spec
     if isinstance(spec, dict):
         return Convention.from_dict(spec)
-    if spec not in CONVENTIONS:
-        raise PrmkitError(f"unknown PRM convention {spec!r}; known: {', '.join(sorted(CONVENTIONS))}")
-    return CONVENTIONS[spec]
+    c = CONVENTIONS.load(spec)
+    if isinstance(c, dict):
+        c = Convention.from_dict(c)
+    if not isinstance(c, Convention):
+        raise PrmkitError(f"PRM convention {spec!r} ({CONVENTIONS.plugin(spec) or CONVENTIONS[spec]}) "
+                          f"is a {type(c).__name__}, not a Convention")
+    return c

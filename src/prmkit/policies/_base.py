@@ -123,7 +123,7 @@ POLICIES = Registry("policy backend", {
     "ct2": "prmkit.policies._ct2:CT2Policy",
     "openai_compat": "prmkit.policies._openai_compat:OpenAICompatPolicy",
     "scripted": "prmkit.policies._scripted:ScriptedPolicy",
-})
+}, group="prmkit.policies")
 
 
 def default_backend() -> str:

@@ -134,7 +134,7 @@ AGGREGATORS = Registry("aggregator", {
     "mean": "prmkit.scoring._aggregate:agg_mean",
     "geo_mean": "prmkit.scoring._aggregate:agg_geo_mean",
     "first_below": "prmkit.scoring._aggregate:agg_first_below",
-})
+}, group="prmkit.aggregators")
 
 
 def register_aggregator(name: str, target: str) -> None:

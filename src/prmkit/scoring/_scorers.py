@@ -41,7 +41,7 @@ def model_scorer(path: str, *, cache: bool = True, batch_size: int = 8, max_cach
 SCORERS = Registry("scorer", {
     "model": "prmkit.scoring._scorers:model_scorer",
     "scripted": "prmkit.scoring._scripted:ScriptedScorer",
-})
+}, group="prmkit.scorers")
 
 
 def register_scorer(name: str, target: str) -> None:
