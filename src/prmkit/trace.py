@@ -25,6 +25,8 @@ from typing import Any, Literal
 from prmkit._fields import Fields
 from prmkit._jsonio import ensure_parent, iter_json_records, open_text, write_jsonl_line
 from prmkit.errors import FormatError
+from prmkit.provenance import Entry
+from prmkit.provenance import parse as parse_provenance
 
 __all__ = [
     "STEP_KINDS", "OUTCOMES", "LABEL_SOURCES", "StepKind", "Outcome",
@@ -227,13 +229,27 @@ class Problem:
 @dataclass
 class Provenance:
     """What one stage did to a trace: ``stage`` (import, generate, label, score, ...), the component
-    ``name`` and its ``args``, the prmkit ``version`` and the ``time``."""
+    ``name`` and its ``args``, the prmkit ``version`` and the ``time``.
+
+    ``args`` is what is written; :attr:`typed` reads it as the stage's dataclass
+    (:mod:`prmkit.provenance`), so readers use fields instead of dict keys.
+    """
 
     stage: str
     name: str
     args: dict[str, Any] = field(default_factory=dict)
     version: str | None = None
     time: str | None = None
+
+    @property
+    def typed(self) -> Entry | None:
+        """The stage's typed entry (:class:`~prmkit.provenance.GenerateProvenance`, ...) read from
+        ``args``; None for a stage without one (import, split, derive, ...).
+
+        >>> Provenance("score", "prm", {"model": "m", "kind": "prm"}).typed.kind
+        'prm'
+        """
+        return parse_provenance(self.stage, self.name, self.args)
 
     def to_dict(self) -> dict[str, Any]:
         return {"stage": self.stage, "name": self.name,
@@ -286,10 +302,19 @@ class Trace:
                 return i
         return -1
 
-    def add_provenance(self, stage: str, name: str, args: dict[str, Any] | None = None) -> None:
-        """Append what a stage did (version and time filled in)."""
+    def add_provenance(self, stage: str | Entry, name: str | None = None,
+                       args: dict[str, Any] | None = None) -> None:
+        """Append what a stage did (version and time filled in): a typed entry
+        (``add_provenance(GenerateProvenance(...))``, its stage and name its own), or
+        ``stage, name, args`` for a stage without one."""
         from prmkit import __version__
 
+        if not isinstance(stage, str):
+            if name is not None or args is not None:
+                raise TypeError("add_provenance(entry) takes no name or args: the entry has them")
+            stage, name, args = stage.stage, stage.name, stage.to_dict()
+        elif name is None:
+            raise TypeError("add_provenance(stage, name, args): name is required")
         self.provenance.append(Provenance(stage, name, dict(args or {}), __version__, now()))
 
     def check_spans(self) -> None:

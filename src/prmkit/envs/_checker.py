@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from prmkit.provenance import LabelProvenance
 from prmkit.trace import StepLabel, Trace
 
 __all__ = ["SymbolicChecker", "StepCheck", "Computation", "VERDICTS", "numbers_in_text",
@@ -322,7 +323,8 @@ class SymbolicChecker:
             step.labels.append(StepLabel(1 if chk.ok else -1, source=source, labeler=self.name,
                                          args=args, meta={"verdict": chk.verdict,
                                                           "reason": chk.reason}))
-        trace.add_provenance("label", self.name, args)
+        # A labeler without policy channels: its settings sit at the top level of the entry.
+        trace.add_provenance(LabelProvenance(self.name, extra=args))
         return checks
 
 

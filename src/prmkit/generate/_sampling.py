@@ -21,6 +21,7 @@ from prmkit.data import answers_equal, extract_answer, get_splitter, read
 from prmkit.envs import PromptBuilder, SymbolicChecker
 from prmkit.errors import FormatError, PrmkitError
 from prmkit.policies import Completion, Policy, SamplingParams
+from prmkit.provenance import GenerateProvenance, PolicyRef
 from prmkit.trace import Problem, Trace, TraceWriter
 
 __all__ = ["sample_traces", "completion_to_trace", "SampleReport", "problems_from_file"]
@@ -46,9 +47,11 @@ class SampleReport:
 def completion_to_trace(problem: Problem, completion: Completion, *, trace_id: str, source: str,
                         splitter: str = "newline", label: bool = True,
                         meta: dict[str, Any] | None = None,
-                        provenance: tuple[str, dict[str, Any]] | None = None) -> Trace:
+                        provenance: GenerateProvenance | tuple[str, dict[str, Any]] | None = None
+                        ) -> Trace:
     """One trace from one completion: steps cut by ``splitter`` (spans into the completion text), the
-    final answer extracted, the outcome checked against ``problem.answer``, symbolic step labels."""
+    final answer extracted, the outcome checked against ``problem.answer``, symbolic step labels.
+    ``provenance``: the generate entry to record (or ``(policy name, args)``, as before)."""
     text = completion.text
     steps = get_splitter(splitter).split(text)
     answer = extract_answer(text)
@@ -62,7 +65,9 @@ def completion_to_trace(problem: Problem, completion: Completion, *, trace_id: s
                                        "num_tokens": completion.num_tokens,
                                        "prompt_tokens": completion.prompt_tokens,
                                        **(meta or {})}})
-    if provenance is not None:
+    if isinstance(provenance, GenerateProvenance):
+        trace.add_provenance(provenance)
+    elif provenance is not None:
         trace.add_provenance("generate", *provenance)
     if label and steps:
         # strict_path: measured on the hand-labelled fixture, it finds wrong operations too
@@ -127,8 +132,8 @@ def sample_traces(problems: Sequence[Problem], policy: Policy, out: str | os.Pat
     chunks = [c for c in chunks if any(_pid(p) not in done for p in c)]
     todo = sum(_pid(p) not in done for c in chunks for p in c)
     report.skipped_done = len(problems) - todo
-    prov = {"policy": policy.describe(), "sampling": params.to_dict(), "prompt": prompts.describe(),
-            "splitter": splitter}
+    prov = GenerateProvenance(policy.name, policy=PolicyRef.from_dict(policy.describe()),
+                              sampling=params.to_dict(), prompt=prompts.describe(), splitter=splitter)
     with progress_bar(todo, "problems", enabled=progress, transient=False) as advance, \
             TraceWriter(out, append=True) as w:
         for chunk in chunks:
@@ -141,7 +146,7 @@ def sample_traces(problems: Sequence[Problem], policy: Policy, out: str | os.Pat
                     t = completion_to_trace(p, c, trace_id=f"{_pid(p)}#{k}",
                                             source=policy.model_id, splitter=splitter,
                                             label=label, meta={"problem_id": _pid(p), "sample": k},
-                                            provenance=(policy.name, prov))
+                                            provenance=prov)
                     w.write(t)
                     traces.append(t)
                     report.generated += 1

@@ -33,6 +33,7 @@ from prmkit.labelers._plan import (
 )
 from prmkit.labelers._store import LabelStore
 from prmkit.policies import GenerationRequest, derive_seed
+from prmkit.provenance import LabelProvenance, PolicyRef
 from prmkit.trace import Trace
 
 __all__ = ["PlanningLabeler", "label_stream", "run_labeler"]
@@ -143,9 +144,8 @@ def _finish(labeler: PlanningLabeler, task: _Task, result: PlanResult | None, re
     summary.update(cost)
     summary.update(result.notes)
     trace.meta.setdefault("labeling", {})[labeler.name] = summary
-    trace.add_provenance("label", labeler.name, {
-        "args": dict(labeler.args),
-        **{f"{ch}_policy": (c.info.describe if c.info else None) for ch, c in labeler.channels.items()}})
+    trace.add_provenance(LabelProvenance(labeler.name, args=dict(labeler.args), policies={
+        ch: PolicyRef.from_dict(c.info.describe) if c.info else None for ch, c in labeler.channels.items()}))
     report.labelled += 1
     report.steps += n
     report.unlabelled_steps += sum(1 for labs in result.labels if not labs)

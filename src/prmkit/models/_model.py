@@ -19,7 +19,7 @@ import inspect
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from prmkit.errors import MissingDependencyError, PrmkitError
 from prmkit.models._align import Aligned, AlignmentError, align
 from prmkit.models._conventions import Convention, get_convention
 from prmkit.models._precision import PRECISIONS, Precision, resolve_precision
+from prmkit.provenance import ScoreProvenance, TrainProvenance
 from prmkit.trace import Trace
 from prmkit.traces import write_scores
 
@@ -343,8 +344,12 @@ class RewardModel:
 
     def describe(self) -> dict[str, Any]:
         """Provenance of the scores: model, kind, convention and the precision scoring computes in."""
-        return {"model": self.name, "kind": self.kind, "convention": self.convention.name,
-                "precision": self.precision_used.used}
+        return self.score_provenance(self.kind).to_dict()
+
+    def score_provenance(self, key: str) -> ScoreProvenance:
+        """The ``score`` provenance entry of scores written under ``key``."""
+        return ScoreProvenance(key, model=self.name, kind=self.kind, convention=self.convention.name,
+                               precision=self.precision_used.used)
 
     def score_traces(self, traces: Sequence[Trace], key: str | None = None, **kw: Any) -> list[Trace]:
         """Score and write the results into the traces: ``step.scores[key]`` (PRM) or
@@ -352,20 +357,21 @@ class RewardModel:
         key = key or self.kind
         for t, s in zip(traces, self.score(traces, **kw), strict=True):
             write_scores(t, s, kind=self.kind, key=key)
-            t.add_provenance("score", key, self.describe())
+            t.add_provenance(self.score_provenance(key))
         return list(traces)
 
     # -- saving ---------------------------------------------------------------------------------------
-    def save_pretrained(self, path: str | os.PathLike, *, extra: dict[str, Any] | None = None) -> None:
-        """A plain transformers folder (safetensors) plus ``prmkit_rm.json``."""
+    def save_pretrained(self, path: str | os.PathLike, *, record: TrainProvenance | None = None) -> None:
+        """A plain transformers folder (safetensors) plus ``prmkit_rm.json``: the model's kind,
+        convention, max_length and name, with what ``record`` adds (the trainer's config and steps)."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         with _quiet_transformers():
             self.model.save_pretrained(path)
             self.tokenizer.save_pretrained(path)
-        info = {"kind": self.kind, "convention": self.convention.to_dict(), "max_length": self.max_length,
-                "name": self.name, **(extra or {})}
-        (path / RM_CONFIG).write_text(json.dumps(info, indent=2, default=str) + "\n")
+        info = replace(record or TrainProvenance(), name=self.name, kind=self.kind,
+                       convention=self.convention.to_dict(), max_length=self.max_length)
+        (path / RM_CONFIG).write_text(json.dumps(info.to_dict(), indent=2, default=str) + "\n")
 
 
 def _takes(module: Any, name: str) -> bool:

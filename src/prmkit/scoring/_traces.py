@@ -21,6 +21,7 @@ from typing import Any
 from prmkit._progress import progress_bar
 from prmkit.data import ImportReport, count_records, read
 from prmkit.errors import PrmkitError
+from prmkit.provenance import ScoreProvenance
 from prmkit.scoring._aggregate import Aggregator, get_aggregator
 from prmkit.scoring._protocol import StepScorer
 from prmkit.trace import Trace, TraceWriter
@@ -63,6 +64,7 @@ def score_traces(scorer: StepScorer, traces: Sequence[Trace], key: str | None = 
     agg_name = _agg_name(aggregate, agg)
     describe = getattr(scorer, "describe", None)
     info: dict[str, Any] = describe() if callable(describe) else {"model": scorer.name, "kind": scorer.kind}
+    entry = ScoreProvenance.from_dict({**info, "aggregate": agg_name if scorer.kind == "prm" else None}, key)
     results = scorer.score(traces)
     if len(results) != len(traces):
         raise PrmkitError(f"scorer {scorer.name!r} returned {len(results)} results for {len(traces)} traces")
@@ -74,7 +76,7 @@ def score_traces(scorer: StepScorer, traces: Sequence[Trace], key: str | None = 
             write_scores(t, s, kind="prm", key=key, trace_scores={f"{key}:{agg_name}": agg(s)})
         else:
             write_scores(t, s, kind="orm", key=key)
-        t.add_provenance("score", key, {**info, "aggregate": agg_name if scorer.kind == "prm" else None})
+        t.add_provenance(entry)
     return list(traces)
 
 

@@ -20,6 +20,7 @@ from prmkit.data import read
 from prmkit.envs import ArithConfig, PromptBuilder
 from prmkit.errors import PrmkitError
 from prmkit.policies import Policy
+from prmkit.provenance import SelectProvenance
 from prmkit.scoring import StepScorer
 from prmkit.search._search import SEARCHES, SearchConfig, search
 from prmkit.search._select import SCORED_METHODS, SELECTORS, SelectionReport, select_problems
@@ -98,7 +99,7 @@ def select_file(inp: str | os.PathLike, *, method: str = "bon", aggregate: str =
                         continue
                     t = s.trace
                     t.meta["selection"] = s.to_dict()
-                    t.add_provenance("select", method, {"aggregate": s.aggregate, "key": key})
+                    t.add_provenance(SelectProvenance(method, aggregate=s.aggregate, key=key))
                     w.write(t)
             os.replace(partial, out)
         except BaseException:

@@ -22,6 +22,7 @@ from typing import Any
 from prmkit.envs import PromptBuilder
 from prmkit.errors import PrmkitError
 from prmkit.policies import Policy, SamplingParams
+from prmkit.provenance import GuidedProvenance, PolicyRef
 from prmkit.scoring import StepScorer, trace_score
 from prmkit.search._common import ComputeMeter, finish_trace, prefix_of
 from prmkit.trace import Problem, Trace
@@ -120,8 +121,9 @@ class _Run:
         trace.meta["guided"] = {"method": self.method, "accepted": accepted, "reason": reason,
                                 "aggregate": self.aggregate, "compute": compute,
                                 "attempts": [a.to_dict() for a in attempts]}
-        trace.add_provenance("guided", self.method, {"policy": self.meter.policy.describe(),
-                                                     "scorer": self.scorer.name, **self.args})
+        trace.add_provenance(GuidedProvenance(
+            self.method, policy=PolicyRef.from_dict(self.meter.policy.describe()), scorer=self.scorer.name,
+            settings=dict(self.args)))
         return GuidedResult(self.method, trace, accepted, reason, attempts, compute)
 
 

@@ -45,6 +45,7 @@ from prmkit._registry import Registry
 from prmkit.envs import PromptBuilder
 from prmkit.errors import PrmkitError
 from prmkit.policies import Completion, GenerationRequest, Policy, SamplingParams
+from prmkit.provenance import PolicyRef, SearchProvenance
 from prmkit.scoring import StepScorer, trace_score
 from prmkit.search._common import ComputeMeter, finish_trace, prefix_of, steps_to_trace
 from prmkit.trace import Problem, Trace
@@ -273,12 +274,13 @@ def _result(s: _Search, args: dict[str, Any], select_method: str) -> SearchResul
     # Each path's score is already aggregated: "last" of a one-element list passes it through.
     sel = select(traces, select_method, aggregate="last", scores=[[p.score] for p in pool])
     best = traces[0] if sel.index is None else traces[sel.index]  # None: no path is scored
-    prov = {"policy": s.meter.policy.describe(), "scorer": s.scorer.name, "kind": s.scorer.kind,
-            **args, "select": select_method}
+    entry = SearchProvenance(s.method, policy=PolicyRef.from_dict(s.meter.policy.describe()),
+                             scorer=s.scorer.name, kind=s.scorer.kind, settings=dict(args),
+                             select=select_method)
     best.meta["search"].update({"compute": compute, "depth": depth, "reason": sel.reason,
                                 "candidates": len(traces)})
-    best.add_provenance("search", s.method, prov)
-    return SearchResult(s.problem, s.method, best, traces, compute, depth, prov)
+    best.add_provenance(entry)
+    return SearchResult(s.problem, s.method, best, traces, compute, depth, entry.to_dict())
 
 
 def _config(settings: dict[str, Any]) -> SearchConfig:

@@ -33,6 +33,7 @@ from typing import Any
 from prmkit.errors import MissingDependencyError, PrmkitError
 from prmkit.eval import auroc, first_error_accuracy
 from prmkit.models import Encoded, RewardModel, fp32_attention, resolve_precision
+from prmkit.provenance import TrainProvenance
 from prmkit.train._config import TrainConfig
 from prmkit.train._data import DataReport, encode_traces, length_batches, read_trace_files, split_by_problem
 
@@ -397,10 +398,10 @@ def train(cfg: TrainConfig, *, log=print) -> TrainResult:
             rm.model = peft_model.merge_and_unload()
         rm.name = f"prmkit-{cfg.kind}:{cfg.model}"
         out.mkdir(parents=True, exist_ok=True)
-        info = {"train_config": cfg.to_dict(), "train_data": train_report.to_dict(),
-                "eval_data": eval_report.to_dict() if held else None, "eval": last_eval,
-                "steps": step, "processes": world, "precision": prec.to_dict(), "optimizer": opt_kind}
-        rm.save_pretrained(out, extra=info)
+        record = TrainProvenance(train_config=cfg.to_dict(), steps=step, extra={
+            "train_data": train_report.to_dict(), "eval_data": eval_report.to_dict() if held else None,
+            "eval": last_eval, "processes": world, "precision": prec.to_dict(), "optimizer": opt_kind})
+        rm.save_pretrained(out, record=record)
         _write_config_yaml(cfg, out / "train_config.yaml")
         with open(out / "metrics.jsonl", "w") as f:
             for rec in history:
