@@ -12,9 +12,16 @@ from prmkit.envs import ArithConfig, ArithEnv
 from prmkit.envs._prompts import PromptBuilder
 from prmkit.errors import PrmkitError
 from prmkit.eval._card import CARD_FIELDS, MISSING_TEXT, Card, card_from_provenance
+from prmkit.generate import sample_traces
 from prmkit.labelers import JudgeLabeler
 from prmkit.policies import SamplingParams, ScriptedPolicy
-from prmkit.generate import sample_traces
+from prmkit.provenance import (
+    GenerateProvenance,
+    LabelProvenance,
+    PolicyRef,
+    ScoreProvenance,
+    SearchProvenance,
+)
 from prmkit.trace import Problem, Step, StepLabel, Trace, read_traces
 from prmkit.train._config import TrainConfig
 
@@ -138,14 +145,43 @@ def test_every_field_filled_from_its_provenance(tmp_path):
 def test_score_provenance_names_the_prm_without_model_dirs():
     card = card_from_provenance([generated_trace()])
     assert card["process_reward_model"].value == "prmkit-prm:tiny"
-    assert card["base_model"].value == "tiny (PRM backbone)"  # from the trainer's name prmkit-prm:<backbone>
+    # No field of the score entry states the backbone: the card does not guess it from the name.
+    assert card["base_model"].value is None
     assert card["policy_model"].value == "my-org/policy-1b (hf)"  # covers every trace: no count
+
+
+def typed_trace() -> Trace:
+    """Provenance written as typed entries only: an adapter-tuned policy, a search with an ORM, a
+    judge labeler whose labels the trace does not keep."""
+    t = Trace(id="y", problem=Problem("2+2?"), steps=[Step("2+2=4")])
+    t.add_provenance(GenerateProvenance("hf", policy=PolicyRef("hf", "base-1b", adapter="runs/lora"),
+                                        splitter="double_newline"))
+    t.add_provenance(SearchProvenance("beam", policy=PolicyRef("hf", "base-1b"), scorer="orm-v1", kind="orm",
+                                      settings={"beam_width": 2}, select="bon"))
+    t.add_provenance(LabelProvenance("judge", args={}, policies={"judge": PolicyRef("vllm", "judge-8b")}))
+    t.add_provenance(ScoreProvenance("prm", model="my-prm", kind="prm", aggregate="min"))
+    return t
+
+
+def test_fields_present_only_through_typed_entries(tmp_path):
+    path = tmp_path / "typed.jsonl"
+    path.write_text(json.dumps(typed_trace().to_dict()) + "\n")
+    for given in ([typed_trace()], [path]):  # in memory, and read back from a file
+        card = card_from_provenance(given)
+        assert card["base_model"].value == "base-1b (policy base, fine-tuned with an adapter)"
+        assert card["policy_model"].value == ("base-1b (hf) [search] (1 trace); "
+                                              "base-1b + adapter runs/lora (hf) (1 trace)")
+        assert card["outcome_reward_model"].value == "orm-v1"
+        assert card["process_reward_model"].value == "my-prm"
+        assert (card["automated_judge"].value, card["automated_judge"].source) == (
+            "judge-8b (vllm)", "trace provenance: label/judge")
+        assert card["supervised_process"].value.endswith("steps split by double_newline")
 
 
 def test_a_field_nothing_fills_is_missing_and_says_so():
     card = card_from_provenance([generated_trace()])
-    for key in ("outcome_reward_model", "human_label_source", "deployment_monitor", "tested_on",
-                "failed_probes"):
+    for key in ("base_model", "outcome_reward_model", "human_label_source", "deployment_monitor",
+                "tested_on", "failed_probes"):
         assert card[key].value is None and card[key].source is None, key
     d = card.to_dict()["fields"]["outcome_reward_model"]
     assert d["value"] is None and d["source"] is None
@@ -154,7 +190,7 @@ def test_a_field_nothing_fills_is_missing_and_says_so():
     # every field has its line, in order, filled or not
     lines = [ln for ln in md.splitlines() if ln.startswith("| ") and not ln.startswith(("| Field", "| ---"))]
     assert [ln.split(" | ")[0][2:] for ln in lines] == [t for _, t in CARD_FIELDS]
-    assert md.count("**missing**") == len(card.missing) == 5
+    assert md.count("**missing**") == len(card.missing) == 6
 
 
 def test_empty_card_is_all_missing():

@@ -5,11 +5,13 @@ traces' provenance and step labels, the reward-model folders prmkit's trainer wr
 dicts of the evaluation. A field nothing recorded stays *missing* (``value`` None) and says so when
 rendered; it is never left out, so a reader sees what a report cannot vouch for. What provenance
 cannot know (the deployment monitor, say) is given as an override and shown with source ``user``.
+Provenance is read through its typed entries (:mod:`prmkit.provenance`): fields, not dict keys.
 
+>>> from prmkit.provenance import GenerateProvenance, PolicyRef
 >>> from prmkit.trace import Problem, Step, StepLabel, Trace
 >>> t = Trace(id="t", problem=Problem("2+2?"), steps=[Step("2+2=4", labels=[StepLabel(1, "judge",
 ...           labeler="judge", model="qwen-judge")])])
->>> t.add_provenance("generate", "hf", {"policy": {"backend": "hf", "model": "smollm2-135m"}})
+>>> t.add_provenance(GenerateProvenance("hf", policy=PolicyRef("hf", "smollm2-135m")))
 >>> card = card_from_provenance([t], overrides={"deployment_monitor": "none"})
 >>> card["policy_model"].value, card["automated_judge"].value
 ('smollm2-135m (hf)', 'qwen-judge')
@@ -28,6 +30,15 @@ from pathlib import Path
 from typing import Any
 
 from prmkit.errors import PrmkitError
+from prmkit.provenance import (
+    GenerateProvenance,
+    GuidedProvenance,
+    LabelProvenance,
+    PolicyRef,
+    ScoreProvenance,
+    SearchProvenance,
+    TrainProvenance,
+)
 from prmkit.trace import Trace
 
 __all__ = ["CARD_FIELDS", "MISSING_TEXT", "Card", "CardField", "card_from_provenance"]
@@ -173,18 +184,14 @@ def _counted(counter: Counter, unit: str) -> str:
     return "; ".join(f"{k} ({n} {unit}{'' if n == 1 else 's'})" for k, n in items)
 
 
-def _model_of(policy: Any) -> str | None:
-    """``"model (backend)"`` from a policy's ``describe()`` dict (recorded in provenance)."""
-    if not isinstance(policy, Mapping):
+def _model_of(policy: PolicyRef | None) -> str | None:
+    """``"model (backend)"`` of a policy recorded in provenance."""
+    if policy is None or not policy.model:
         return None
-    model = policy.get("model") or policy.get("model_id")
-    backend = policy.get("backend") or policy.get("name")
-    if model is None:
-        return None
-    text = str(model)
-    if policy.get("adapter"):
-        text += f" + adapter {policy['adapter']}"
-    return f"{text} ({backend})" if backend and backend != model else text
+    text = policy.model
+    if policy.adapter:
+        text += f" + adapter {policy.adapter}"
+    return f"{text} ({policy.backend})" if policy.backend and policy.backend != policy.model else text
 
 
 @dataclass
@@ -201,7 +208,6 @@ class _Seen:
     judges: dict = field(default_factory=dict)              # judge model -> backend (or None)
     judge_where: set = field(default_factory=set)
     scorers: dict = field(default_factory=lambda: {"prm": Counter(), "orm": Counter()})
-    base_from_scorer: Counter = field(default_factory=Counter)
     adapters_base: Counter = field(default_factory=Counter)
     label_steps: Counter = field(default_factory=Counter)
     label_labelers: dict = field(default_factory=dict)
@@ -219,43 +225,35 @@ class _Seen:
         imported = None
         # Per trace, each value counts once (a trace scored twice by one PRM is one trace).
         mine: dict[str, set] = {k: set() for k in ("policies", "adapters_base", "splitters", "imports",
-                                                   "prm", "orm", "base_from_scorer", "monitors")}
+                                                   "prm", "orm", "monitors")}
         for p in t.provenance:
-            args = p.args or {}
-            if p.stage == "generate":
-                mine["policies"].add(_model_of(args.get("policy")) or p.name)
-                pol = args.get("policy")
-                if isinstance(pol, Mapping) and pol.get("adapter") and pol.get("model"):
-                    mine["adapters_base"].add(str(pol["model"]))
-                if args.get("splitter"):
-                    mine["splitters"].add(str(args["splitter"]))
-            elif p.stage in ("search", "guided"):
-                model = _model_of(args.get("policy"))
+            e = p.typed
+            if isinstance(e, GenerateProvenance):
+                mine["policies"].add(_model_of(e.policy) or p.name)
+                if e.policy is not None and e.policy.adapter and e.policy.model:
+                    mine["adapters_base"].add(e.policy.model)
+                if e.splitter:
+                    mine["splitters"].add(e.splitter)
+            elif isinstance(e, (SearchProvenance, GuidedProvenance)):
+                model = _model_of(e.policy)
                 if model:
                     mine["policies"].add(f"{model} [{p.stage}]")
-                kind, scorer = args.get("kind"), args.get("scorer")
-                if scorer and kind in ("prm", "orm"):
-                    mine[kind].add(str(scorer))
+                # A guided entry does not record its scorer's kind, so it names no PRM / ORM.
+                if isinstance(e, SearchProvenance) and e.scorer and e.kind in ("prm", "orm"):
+                    mine[e.kind].add(e.scorer)
+            elif isinstance(e, LabelProvenance):
+                judge = e.judge_policy
+                if judge is not None and judge.model:
+                    self.judges[judge.model] = judge.backend or self.judges.get(judge.model)
+                    self.judge_where.add(f"trace provenance: label/{p.name}")
+            elif isinstance(e, ScoreProvenance):
+                if e.kind in ("prm", "orm"):
+                    mine[e.kind].add(e.model or p.name)
             elif p.stage == "import":
                 imported = p.name
                 mine["imports"].add(p.name)
             elif p.stage == "split":
                 mine["splitters"].add(p.name)
-            elif p.stage == "label":
-                judge = args.get("judge_policy")
-                if isinstance(judge, Mapping) and judge.get("model"):
-                    backend = judge.get("backend")
-                    self.judges[str(judge["model"])] = backend or self.judges.get(str(judge["model"]))
-                    self.judge_where.add(f"trace provenance: label/{p.name}")
-            elif p.stage == "score":
-                kind = args.get("kind")
-                model = str(args.get("model") or p.name)
-                if kind in ("prm", "orm"):
-                    mine[kind].add(model)
-                    # prmkit's trainer names its models "prmkit-<kind>:<backbone>".
-                    prefix = f"prmkit-{kind}:"
-                    if model.startswith(prefix):
-                        mine["base_from_scorer"].add(f"{model[len(prefix):]} ({kind.upper()} backbone)")
             elif p.stage == "monitor":
                 mine["monitors"].add(p.name)
         gen = ((t.meta or {}).get("processbench") or {}).get("generator")
@@ -312,8 +310,6 @@ def _fill_from_traces(card: Card, seen: _Seen) -> None:
     if seen.adapters_base:
         card.set("base_model", f"{_plain_or_counted(seen.adapters_base, 'trace')} (policy base, "
                  "fine-tuned with an adapter)", f"{where}: generate policy.adapter")
-    elif seen.base_from_scorer:
-        card.set("base_model", _plain_or_counted(seen.base_from_scorer, "trace"), f"{where}: score")
     for kind, key in (("prm", "process_reward_model"), ("orm", "outcome_reward_model")):
         if seen.scorers[kind]:
             card.set(key, _plain_or_counted(seen.scorers[kind], "trace", n),
@@ -378,9 +374,9 @@ def _plain_or_counted(counter: Counter, unit: str, total: int | None = None) -> 
     return text
 
 
-def _read_model_dir(path: str | os.PathLike) -> dict[str, Any]:
-    """``prmkit_rm.json`` of a reward-model folder, with ``train_config`` from ``train_config.yaml``
-    when the JSON lacks it."""
+def _read_model_dir(path: str | os.PathLike) -> TrainProvenance:
+    """The record of a reward-model folder (``prmkit_rm.json``), with ``train_config`` from
+    ``train_config.yaml`` when the JSON lacks it."""
     from prmkit.models import RM_CONFIG
 
     folder = Path(path)
@@ -394,6 +390,8 @@ def _read_model_dir(path: str | os.PathLike) -> dict[str, Any]:
         raise PrmkitError(f"{cfg_file}: not valid JSON ({e})") from None
     if not isinstance(info, dict):
         raise PrmkitError(f"{cfg_file}: expected a JSON object")
+    if info.get("kind", "prm") not in ("prm", "orm"):  # absent: loaded as a PRM
+        raise PrmkitError(f"{cfg_file}: kind must be prm or orm, got {info['kind']!r}")
     yaml_file = folder / "train_config.yaml"
     if not isinstance(info.get("train_config"), dict) and yaml_file.is_file():
         try:
@@ -402,11 +400,9 @@ def _read_model_dir(path: str | os.PathLike) -> dict[str, Any]:
             cfg = yaml.safe_load(yaml_file.read_text(encoding="utf-8"))
             if isinstance(cfg, dict):
                 info["train_config"] = cfg
-        except ImportError:  # the JSON alone still names the model; the backbone stays unknown
+        except Exception:  # no PyYAML, or a damaged file: the JSON alone still names the model
             pass
-        except Exception as e:  # a damaged YAML should not hide the rest of the card
-            info["train_config_error"] = f"{yaml_file}: {e}"
-    return info
+    return TrainProvenance.from_dict(info)
 
 
 def _fill_from_model_dirs(card: Card, model_dirs: Iterable[str | os.PathLike]) -> None:
@@ -415,27 +411,21 @@ def _fill_from_model_dirs(card: Card, model_dirs: Iterable[str | os.PathLike]) -
     found: dict[str, list[tuple[str, str]]] = {"prm": [], "orm": []}
     bases: list[tuple[str, str]] = []
     for d in model_dirs:
-        info = _read_model_dir(d)
-        kind = info.get("kind", "prm")
-        if kind not in found:
-            raise PrmkitError(f"{Path(d) / RM_CONFIG}: kind must be prm or orm, got {kind!r}")
-        cfg = info.get("train_config") or {}
-        conv = info.get("convention")
-        conv_name = conv.get("name") if isinstance(conv, Mapping) else conv
+        rec = _read_model_dir(d)
+        kind = rec.kind or "prm"  # checked by _read_model_dir; absent: loaded as a PRM
         details = [f"at {d}"]
-        if conv_name:
-            details.append(f"convention {conv_name}")
-        if cfg.get("train"):
-            details.append("trained on " + ", ".join(map(str, cfg["train"])))
-        if cfg.get("label_source"):
-            details.append(f"label source {cfg['label_source']}")
-        name = info.get("name") or str(d)
-        src = f"{Path(d) / RM_CONFIG}" + (" + train_config" if cfg else "")
+        if rec.convention_name:
+            details.append(f"convention {rec.convention_name}")
+        if rec.data:
+            details.append("trained on " + ", ".join(rec.data))
+        if rec.label_source:
+            details.append(f"label source {rec.label_source}")
+        name = rec.name or str(d)
+        src = f"{Path(d) / RM_CONFIG}" + (" + train_config" if rec.train_config else "")
         found[kind].append((f"{name} ({'; '.join(details)})", src))
-        backbone = cfg.get("model")
-        if backbone:
-            spelled = _BACKBONES.get(str(backbone))
-            text = f"{backbone} = {spelled}" if spelled else str(backbone)
+        if rec.base_model:
+            spelled = _BACKBONES.get(rec.base_model)
+            text = f"{rec.base_model} = {spelled}" if spelled else rec.base_model
             bases.append((f"{text} ({kind.upper()} backbone)", src))
     for kind, key in (("prm", "process_reward_model"), ("orm", "outcome_reward_model")):
         if found[kind]:
