@@ -10,6 +10,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from prmkit.labelers import PlanResult, RolloutLabeler
 from prmkit.policies import Completion, GenerationRequest, SamplingParams, derive_seed
 from prmkit.trace import Problem, Step, Trace
 
@@ -127,3 +128,22 @@ class JudgePolicy:
 
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "model": self.model_id}
+
+
+class StepLengthLabeler(RolloutLabeler):
+    """A labeler defined outside prmkit, in one file: step ``i`` gets ``+1`` when it has at most
+    ``longest`` characters, else ``-1``. It takes one shared option (``seed``, only recorded) and
+    generates nothing, so it has no channels and needs no store."""
+
+    name = "step_length"
+    sources = ("step_length",)
+    needs_answer = False
+
+    def __init__(self, *, longest: int = 3, seed: int = 0) -> None:
+        super().__init__()
+        self.longest = longest
+        self.args = {"longest": longest, "seed": seed}
+
+    def plan(self, trace: Trace) -> PlanResult:
+        return PlanResult([[self.make_label(1 if len(s.text) <= self.longest else -1, "step_length")]
+                           for s in trace.steps])

@@ -74,6 +74,29 @@ def test_options_reach_the_labeler_and_errors_are_one_line(tmp_path, inp):
     assert t.labels("mc_hard") == [None] * 3 and t.labels("mc_soft")[0] is not None
     from prmkit.errors import PrmkitError
 
-    with pytest.raises(PrmkitError, match="unknown --method"):
+    with pytest.raises(PrmkitError, match=r"unknown labeler 'oracle'; known: advantage, binary, "
+                                          r"consensus, judge, mc, symbolic$"):
         CliRunner().invoke(app, ["label", str(inp), str(out), "--method", "oracle"],
                            catch_exceptions=False)
+    with pytest.raises(PrmkitError, match=r"unknown policy backend 'nope'; known: ct2, hf, "):
+        CliRunner().invoke(app, ["label", str(inp), str(out), "--policy", "nope"],
+                           catch_exceptions=False)
+
+
+def test_a_labeler_registered_in_code_runs_and_is_listed(tmp_path, inp, monkeypatch):
+    """Adding a labeler is one file plus its registration: the command lists it, builds it with
+    the shared options it takes (--seed) and no others (-k, --policy: the class would refuse
+    them), passes -o extras, and keeps no store for a labeler that generates nothing."""
+    from prmkit.labelers import LABELERS
+
+    monkeypatch.setitem(LABELERS, "step_length", "labeler_fakes:StepLengthLabeler")
+    help_text = CliRunner().invoke(app, ["label", "--help"], terminal_width=200).output
+    assert "step_length" in help_text
+    out = tmp_path / "out.jsonl"
+    text = run(inp, out, "--method", "step_length", "--seed", "5", "-k", "2", *RULE,
+               "-o", "longest=1", "--no-progress")
+    assert "4/4 traces labelled by step_length" in text and "store:" not in text
+    assert not (tmp_path / "out.jsonl.labels.sqlite").exists()
+    t = next(read_traces(out))
+    assert [lab.value for lab in t.labels("step_length")] == [1, 1, -1]  # "a", "b", "The answer..."
+    assert t.steps[0].labels[-1].args == {"longest": 1, "seed": 5}

@@ -1,42 +1,25 @@
-"""``prmkit label``: label the steps of saved traces automatically (resumable)."""
+"""``prmkit label``: label the steps of saved traces automatically (resumable).
+
+Every registered labeler (:data:`prmkit.labelers.LABELERS`, plugins included) runs from here: the
+shared options below go to the ones whose ``__init__`` takes them (:func:`prmkit.labelers.build_labeler`),
+``-o KEY=VALUE`` to the labeler as it is. An option left out keeps the labeler's own default.
+"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
 
-from prmkit.errors import PrmkitError
+from prmkit.cli._data import parse_options
+from prmkit.cli._help import names, policy_help
+from prmkit.data import FORMATS
+from prmkit.labelers import LABELERS
 
 console = Console()
-
-METHODS = ("mc", "binary", "advantage", "judge", "consensus", "symbolic")
-
-
-def _kwargs(method: str, *, policy: Any, judge_policy: Any, k: int, max_rollouts: int,
-            after_error: str, retries: int, max_new_tokens: int, judge_max_new_tokens: int,
-            temperature: float, judge_temperature: float, top_p: float, seed: int,
-            shots: int | None, workers: int | None, ray_address: str | None) -> dict[str, Any]:
-    """The labeler's arguments for ``method`` from the command-line options."""
-    if method == "symbolic":
-        return {}
-    rollout = {"k": k, "max_new_tokens": max_new_tokens, "temperature": temperature, "top_p": top_p,
-               "seed": seed, "shots": shots, "workers": workers, "ray_address": ray_address}
-    if method in ("mc", "advantage"):
-        return {"policy": policy, **rollout}
-    if method == "binary":
-        return {"policy": policy, "max_rollouts": max_rollouts, "after_error": after_error, **rollout}
-    judge = {"retries": retries, "max_new_tokens": judge_max_new_tokens,
-             "temperature": judge_temperature, "top_p": top_p, "seed": seed, "workers": workers,
-             "ray_address": ray_address}
-    if method == "judge":
-        return {"policy": judge_policy if judge_policy is not None else policy, **judge}
-    return {"policy": policy, "judge_policy": judge_policy, "retries": retries,
-            "judge_max_new_tokens": judge_max_new_tokens, "judge_temperature": judge_temperature,
-            **rollout}
 
 
 def label(
@@ -44,30 +27,28 @@ def label(
                                         "importable format).")],
     out: Annotated[Path, typer.Argument(metavar="OUT", help="Labelled traces (prmkit JSONL).")],
     method: Annotated[str, typer.Option(
-        "--method", "-m", help="mc, binary, advantage, judge, consensus or symbolic.")] = "mc",
-    policy: Annotated[str | None, typer.Option(
-        help="Rollout policy: a backend (ct2, hf, openai_compat, scripted) or module:attr (default: ct2 "
-             "where ctranslate2 is installed, else hf).")] = None,
+        "--method", "-m", help=f"Labeler: {names(LABELERS)}.")] = "mc",
+    policy: Annotated[str | None, typer.Option(help=policy_help("Rollout policy"))] = None,
     policy_arg: Annotated[list[str] | None, typer.Option(
         "--policy-arg", "-p", help="Policy argument KEY=VALUE (repeatable).")] = None,
     judge_policy: Annotated[str | None, typer.Option(
-        help="judge / consensus: the judge's backend (default: --policy).")] = None,
+        help="The judge's backend, for labelers with a judge (default: --policy).")] = None,
     judge_arg: Annotated[list[str] | None, typer.Option(
         "--judge-arg", "-j", help="Judge policy argument KEY=VALUE (repeatable).")] = None,
-    k: Annotated[int, typer.Option("-k", "--k", help="Rollouts per prefix.")] = 8,
-    max_rollouts: Annotated[int, typer.Option(
-        help="binary: most rollouts per trace (a hard bound).")] = 64,
-    after_error: Annotated[str, typer.Option(
-        help="binary: steps after the first error stay 'unlabelled' or get -1 ('negative').")
-    ] = "unlabelled",
-    retries: Annotated[int, typer.Option(help="judge: retries of an unparseable answer.")] = 2,
-    max_new_tokens: Annotated[int, typer.Option(help="Longest rollout, in tokens.")] = 128,
-    judge_max_new_tokens: Annotated[int, typer.Option(help="Longest judge answer.")] = 256,
-    temperature: Annotated[float, typer.Option(help="Rollout sampling temperature.")] = 0.7,
-    judge_temperature: Annotated[float, typer.Option(help="Judge sampling temperature.")] = 0.7,
-    top_p: Annotated[float, typer.Option(help="Nucleus sampling mass.")] = 1.0,
-    seed: Annotated[int, typer.Option(
-        help="Run seed: rollout r of prefix p of trace T uses derive_seed(seed, 'T@p', r).")] = 0,
+    k: Annotated[int | None, typer.Option("-k", "--k", help="Rollouts per prefix.")] = None,
+    max_rollouts: Annotated[int | None, typer.Option(
+        help="Most rollouts per trace (a hard bound), for labelers with a budget.")] = None,
+    after_error: Annotated[str | None, typer.Option(
+        help="Steps after the first error stay 'unlabelled' or get -1 ('negative'), for labelers "
+             "that find the first error.")] = None,
+    retries: Annotated[int | None, typer.Option(help="Retries of an unparseable judge answer.")] = None,
+    max_new_tokens: Annotated[int | None, typer.Option(help="Longest rollout, in tokens.")] = None,
+    judge_max_new_tokens: Annotated[int | None, typer.Option(help="Longest judge answer.")] = None,
+    temperature: Annotated[float | None, typer.Option(help="Rollout sampling temperature.")] = None,
+    judge_temperature: Annotated[float | None, typer.Option(help="Judge sampling temperature.")] = None,
+    top_p: Annotated[float | None, typer.Option(help="Nucleus sampling mass.")] = None,
+    seed: Annotated[int | None, typer.Option(
+        help="Run seed: rollout r of prefix p of trace T uses derive_seed(seed, 'T@p', r).")] = None,
     shots: Annotated[int | None, typer.Option(
         help="Worked examples in the rollout prompt (default: as the traces were generated).")
     ] = None,
@@ -82,7 +63,7 @@ def label(
         "--option", "-o", help="Any other labeler argument KEY=VALUE, e.g. -o sources=mc_soft.")
     ] = None,
     from_format: Annotated[str | None, typer.Option(
-        "--from", help="Format of IN (detected when omitted).")] = None,
+        "--from", help=f"Format of IN (detected when omitted): {names(FORMATS)}.")] = None,
     skip_invalid: Annotated[bool, typer.Option(
         "--skip-invalid", help="Skip malformed input records (listed) instead of failing.")] = False,
     window: Annotated[int, typer.Option(help="Traces in progress at once.")] = 64,
@@ -95,40 +76,24 @@ def label(
     Example: prmkit label --method binary -k 8 --max-rollouts 64 traces.jsonl labelled.jsonl
     Rollouts are committed to the label store as they complete: rerun the same command after an
     interrupt and only the missing rollouts are made; with a batch-invariant policy (hf, or ct2 with
-    -p batch_invariant=true) the labels are the same as an uninterrupted run.
+    -p batch_invariant=true) the labels are the same as an uninterrupted run. A labeler takes the
+    shared options its arguments name and keeps its own defaults for those left out; options it
+    does not take are ignored, so one command line serves every method.
     """
-    from prmkit.cli._data import parse_options
-    from prmkit.labelers import PolicySpec, default_store_path, get_labeler, label_file
-    from prmkit.policies import default_backend
+    from prmkit.labelers import build_labeler, label_file
 
-    if method not in METHODS:
-        raise PrmkitError(f"unknown --method {method!r}; one of {', '.join(METHODS)}")
-
-    def spec(name: str | None, args: list[str] | None) -> PolicySpec:
-        name = name or default_backend()
-        kwargs = parse_options(args)
-        if name in ("hf", "ct2"):
-            kwargs.setdefault("progress", False)  # one progress bar: the labeling one
-        return PolicySpec(name, kwargs)
-
-    pol = spec(policy, policy_arg)
-    judge = spec(judge_policy, judge_arg) if judge_policy is not None else None
-    kwargs = _kwargs(method, policy=pol, judge_policy=judge, k=k, max_rollouts=max_rollouts,
-                     after_error=after_error, retries=retries, max_new_tokens=max_new_tokens,
-                     judge_max_new_tokens=judge_max_new_tokens, temperature=temperature,
-                     judge_temperature=judge_temperature, top_p=top_p, seed=seed, shots=shots,
-                     workers=workers, ray_address=ray_address)
-    kwargs.update(parse_options(option))
-    labeler = get_labeler(method, **kwargs)
-    store_path = ":memory:" if method == "symbolic" else (store or default_store_path(out))
-    try:
-        report = label_file(inp, out, labeler, store=store_path, fmt=from_format,
+    options = {"policy": policy, "policy_args": parse_options(policy_arg), "judge_policy": judge_policy,
+               "judge_args": parse_options(judge_arg), "k": k, "max_rollouts": max_rollouts,
+               "after_error": after_error, "retries": retries, "max_new_tokens": max_new_tokens,
+               "judge_max_new_tokens": judge_max_new_tokens, "temperature": temperature,
+               "judge_temperature": judge_temperature, "top_p": top_p, "seed": seed, "shots": shots,
+               "workers": workers, "ray_address": ray_address}
+    with build_labeler(method, options, parse_options(option)) as labeler:
+        report = label_file(inp, out, labeler, store=store, fmt=from_format,
                             skip_invalid=skip_invalid, progress=not no_progress, window=window)
-    finally:
-        labeler.close()
     console.print(f"{out}: {report.summary()}", highlight=False, soft_wrap=True)
-    if method != "symbolic":
-        console.print(f"store: {store_path} ({report.wall_seconds:.1f} s)", highlight=False,
+    if report.store is not None:
+        console.print(f"store: {report.store} ({report.wall_seconds:.1f} s)", highlight=False,
                       soft_wrap=True)
     for trace_id, reason in report.skipped[:10]:
         console.print(f"[yellow]skipped[/] {trace_id}: {reason}", highlight=False, soft_wrap=True)

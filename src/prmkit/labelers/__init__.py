@@ -15,6 +15,12 @@ Rollouts go through any policy backend (inline, a local process pool, or Ray) an
 :class:`LabelStore` (SQLite, WAL) as they complete, so every run is resumable and a resumed run gives
 the same labels as an uninterrupted one.
 
+A new labeler is one file: a :class:`RolloutLabeler` subclass with a ``name`` and a ``plan`` (a
+generator of :class:`Need` s, or a :class:`PlanResult` at once), registered with
+:func:`register_labeler` or as a ``prmkit.labelers`` entry point of its own distribution. ``prmkit
+label --method NAME`` builds it with :func:`build_labeler`: its ``__init__`` parameters say which of
+the shared options (:data:`LABEL_OPTIONS`: ``policy``, ``k``, ``seed``, ...) it takes.
+
 >>> from prmkit.policies import ScriptedPolicy
 >>> from prmkit.trace import Problem, Step, Trace
 >>> t = Trace(id="t", problem=Problem("2+2?", answer="4"),
@@ -25,8 +31,16 @@ the same labels as an uninterrupted one.
 """
 
 from prmkit.labelers._advantage import AdvantageLabeler
-from prmkit.labelers._base import LABELERS, Labeler, RolloutLabeler, get_labeler, register_labeler
+from prmkit.labelers._base import (
+    LABELERS,
+    Labeler,
+    RolloutLabeler,
+    get_labeler,
+    register_labeler,
+    setup_rollouts,
+)
 from prmkit.labelers._binary import AFTER_ERROR, BinarySearchLabeler, max_search_rounds
+from prmkit.labelers._build import LABEL_OPTIONS, build_labeler, policy_spec
 from prmkit.labelers._consensus import ConsensusLabeler
 from prmkit.labelers._engine import label_stream
 from prmkit.labelers._executors import (
@@ -43,6 +57,7 @@ from prmkit.labelers._plan import (
     JUDGE_PREFIX,
     LabelReport,
     Need,
+    Plan,
     PlanResult,
     Rollout,
     prefix_text,
@@ -55,8 +70,9 @@ from prmkit.labelers._store import LabelStore, StoreMismatchError
 from prmkit.labelers._symbolic import SymbolicLabeler
 
 __all__ = [
-    "LABELERS", "get_labeler", "register_labeler", "Labeler", "RolloutLabeler", "LabelReport",
-    "Need", "Rollout", "PlanResult", "JUDGE_PREFIX", "prefix_text", "rollout_key",
+    "LABELERS", "get_labeler", "register_labeler", "build_labeler", "LABEL_OPTIONS", "policy_spec",
+    "Labeler", "RolloutLabeler", "LabelReport",
+    "Need", "Rollout", "Plan", "PlanResult", "setup_rollouts", "JUDGE_PREFIX", "prefix_text", "rollout_key",
     "terminal_success", "rollout_messages", "label_stream", "label_file", "default_store_path",
     "MCLabeler", "MC_SOURCES", "BinarySearchLabeler", "AFTER_ERROR", "max_search_rounds",
     "AdvantageLabeler", "JudgeLabeler", "JudgeParseError", "parse_verdicts", "JUDGE_SYSTEM",

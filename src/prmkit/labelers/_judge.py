@@ -110,6 +110,10 @@ class JudgeLabeler(RolloutLabeler):
     name = "judge"
     sources = ("judge",)
     needs_answer = False
+    # On the command line the judge is --judge-policy (else --policy), and its answer length and
+    # temperature are the judge's options, as for consensus.
+    option_names = {"policy": "judge_policy", "max_new_tokens": "judge_max_new_tokens",
+                    "temperature": "judge_temperature"}
 
     def __init__(self, policy: Any, *, retries: int = 2, max_new_tokens: int = 256,
                  temperature: float = 0.7, top_p: float = 1.0, seed: int | None = 0,

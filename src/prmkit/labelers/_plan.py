@@ -101,7 +101,8 @@ class LabelReport:
 
     ``rollouts``: generations the labels used (counted once each); ``generated``: of them, made by
     this run; ``reused``: read back from the store; ``wasted``: generations made only to reach a
-    rollout index (a resumed prefix whose first rollouts were stored) and thrown away.
+    rollout index (a resumed prefix whose first rollouts were stored) and thrown away. ``store``:
+    the label store's file (None: memory only, or not known); not part of :meth:`to_dict`.
     """
 
     labeler: str
@@ -121,6 +122,7 @@ class LabelReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
     issues: list[str] = field(default_factory=list)
+    store: str | None = None
 
     def skip_reasons(self) -> Counter[str]:
         return Counter(reason for _, reason in self.skipped)

@@ -38,8 +38,10 @@ def label_file(inp: str | os.PathLike, out: str | os.PathLike, labeler: RolloutL
     """Label every trace of ``inp`` with ``labeler`` and write them to ``out`` (prmkit JSONL).
 
     ``store``: the label store (a path or a :class:`~prmkit.labelers.LabelStore`); default
-    :func:`default_store_path`. ``fmt``: the input format (detected when None). Traces a labeler
-    cannot label (no steps, no reference answer) are written unchanged and listed in the report.
+    :func:`default_store_path`, or memory only for a labeler that generates nothing (no channels);
+    the report's ``store`` says which. ``fmt``: the input format (detected when None). Traces a
+    labeler cannot label (no steps, no reference answer) are written unchanged and listed in the
+    report.
     """
     inp, out = Path(inp), Path(out)
     if not inp.exists():
@@ -49,8 +51,11 @@ def label_file(inp: str | os.PathLike, out: str | os.PathLike, labeler: RolloutL
     fmt = fmt or detect_format(inp)
     total = count_records(inp, fmt)
     report = LabelReport(labeler.name)
+    if store is None:
+        store = default_store_path(out) if labeler.channels else ":memory:"
     own = not isinstance(store, LabelStore)
-    st = store if isinstance(store, LabelStore) else LabelStore(store or default_store_path(out))
+    st = store if isinstance(store, LabelStore) else LabelStore(store)
+    report.store = None if st.path == ":memory:" else st.path
     partial = out.with_name(out.stem + ".partial" + out.suffix)  # keeps .gz last: same compression
     t0 = time.perf_counter()
     try:
