@@ -188,7 +188,7 @@ FORMATS = Registry("format", {
     "gsm8k": "prmkit.data._gsm8k:GSM8KFormat",
     "math": "prmkit.data._math:MATHFormat",
     "math_aps": "prmkit.data._math_aps:MathAPSFormat",
-})
+}, group="prmkit.formats")
 
 
 def register_format(name: str, target: str) -> None:

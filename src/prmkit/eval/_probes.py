@@ -905,7 +905,7 @@ PROBES = Registry("probe", {
     "gaming": "prmkit.eval._probes:GamingProbe",
     "length_bias": "prmkit.eval._probes:LengthBiasProbe",
     "transfer": "prmkit.eval._probes:TransferProbe",
-})
+}, group="prmkit.probes")
 
 
 def register_probe(name: str, target: str) -> None:
