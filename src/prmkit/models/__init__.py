@@ -7,6 +7,8 @@
 - :func:`align`: step character spans -> exactly one token position per step, for any tokenizer.
 - :class:`Precision`, :func:`resolve_precision`: fp32 / bf16 (autocast) / auto compute for training
   and scoring, falling back to fp32 where the hardware has no native bfloat16 (:func:`bf16_problem`).
+- Shipped reward models by name (:data:`SHIPPED_MODELS`: ``default``, ``default-orm``): a LoRA
+  adapter over an installed base, merged and cached on first use (:func:`shipped_model_folder`).
 """
 
 from prmkit.models._align import Aligned, AlignmentError, Rendered, align
@@ -18,7 +20,14 @@ from prmkit.models._conventions import (
     get_convention,
     register_convention,
 )
-from prmkit.models._model import RM_CONFIG, SCORE_AUTO, Encoded, RewardModel, load_reward_model
+from prmkit.models._model import (
+    RM_CONFIG,
+    SCORE_AUTO,
+    Encoded,
+    RewardModel,
+    load_reward_model,
+    shipped_model_folder,
+)
 from prmkit.models._precision import (
     FP32_SDPA,
     PRECISIONS,
@@ -27,11 +36,13 @@ from prmkit.models._precision import (
     fp32_attention,
     resolve_precision,
 )
+from prmkit.models._shipped import SHIPPED_MODELS, export_shipped
 
 __all__ = [
     "Aligned", "AlignmentError", "Rendered", "align",
     "BACKBONES", "build_char_tokenizer", "build_tiny_backbone", "resolve_backbone",
     "CONVENTIONS", "QWEN_PRM_SYSTEM", "Convention", "get_convention", "register_convention",
     "RM_CONFIG", "SCORE_AUTO", "Encoded", "RewardModel", "load_reward_model",
+    "SHIPPED_MODELS", "export_shipped", "shipped_model_folder",
     "FP32_SDPA", "PRECISIONS", "Precision", "bf16_problem", "fp32_attention", "resolve_precision",
 ]

@@ -18,6 +18,7 @@ import functools
 import inspect
 import json
 import os
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -27,6 +28,7 @@ from prmkit.errors import MissingDependencyError, PrmkitError
 from prmkit.models._align import Aligned, AlignmentError, align
 from prmkit.models._conventions import Convention, get_convention
 from prmkit.models._precision import PRECISIONS, Precision, resolve_precision
+from prmkit.models._shipped import SHIPPED_MODELS, is_complete, merged_cache_folder, publish, shipped_asset
 from prmkit.provenance import ScoreProvenance, TrainProvenance
 from prmkit.trace import Trace
 from prmkit.traces import write_scores
@@ -112,10 +114,11 @@ class RewardModel:
         """Load a checkpoint (prmkit's, or a published PRM with ``convention=`` its registered name).
 
         A folder with ``prmkit_rm.json`` brings its own convention and kind; arguments override them.
+        ``path`` may also name a shipped model (``default``, ``default-orm``: :data:`SHIPPED_MODELS`).
         """
         from prmkit.models._backbones import resolve_backbone
 
-        path = resolve_backbone(path)
+        path = shipped_model_folder(path) if path in SHIPPED_MODELS else resolve_backbone(path)
         saved: dict[str, Any] = {}
         cfg_file = Path(path) / RM_CONFIG
         if cfg_file.is_file():
@@ -557,3 +560,31 @@ class _quiet_transformers:
 def load_reward_model(path: str, **kwargs: Any) -> RewardModel:
     """Shorthand for :meth:`RewardModel.from_pretrained`."""
     return RewardModel.from_pretrained(path, **kwargs)
+
+
+def shipped_model_folder(name: str) -> str:
+    """A folder :meth:`RewardModel.from_pretrained` loads for the shipped model ``name``: its LoRA
+    adapter merged into the base its record names, cached under ``$PRMKIT_CACHE/models`` on first
+    use (written to a temporary folder, renamed when complete)."""
+    out = merged_cache_folder(name)
+    if is_complete(out):
+        return str(out)
+    try:
+        from peft import PeftModel
+    except ImportError:
+        raise MissingDependencyError("peft", "train", "the shipped reward models (a LoRA adapter)") from None
+    asset = shipped_asset(name)
+    info: dict[str, Any] = json.loads((asset / RM_CONFIG).read_text())
+    record = TrainProvenance.from_dict(info)
+    if not record.base_model:
+        raise PrmkitError(f"{asset / RM_CONFIG}: the training record names no base model")
+    rm = RewardModel.from_backbone(record.base_model, convention=info.get("convention"),
+                                   kind=info.get("kind", "prm"), max_length=info.get("max_length"),
+                                   causal=bool((record.train_config or {}).get("causal", False)))
+    rm.model = PeftModel.from_pretrained(rm.model, str(asset)).merge_and_unload()
+    rm.name = info.get("name") or name
+    tmp = out.with_name(out.name + f".tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    rm.save_pretrained(tmp, record=record)
+    publish(tmp, out)
+    return str(out)

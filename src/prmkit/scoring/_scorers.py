@@ -63,8 +63,10 @@ def load_scorer(name: str = "model", path: str | os.PathLike | None = None,
     if name == "model":
         if path is None:
             raise PrmkitError("give the checkpoint folder with --model DIR")
-        if not Path(path).exists():
-            raise PrmkitError(f"{path}: no such folder")
+        from prmkit.models import SHIPPED_MODELS
+
+        if not Path(path).exists() and str(path) not in SHIPPED_MODELS:
+            raise PrmkitError(f"{path}: no such folder (shipped models: {', '.join(SHIPPED_MODELS)})")
         kwargs.setdefault("batch_size", batch_size)
         kwargs["path"] = str(path)
     elif path is not None:

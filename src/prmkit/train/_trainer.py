@@ -395,6 +395,9 @@ def train(cfg: TrainConfig, *, log=print) -> TrainResult:
     tokens, padded = int(totals[0]), int(totals[1])
     if main:
         if peft_model is not None:
+            # The adapter (and the head it trains in full) alone, beside the merged weights: a few MB,
+            # what a shipped model is made of (prmkit.models.export_shipped).
+            peft_model.save_pretrained(out / "adapter")
             rm.model = peft_model.merge_and_unload()
         rm.name = f"prmkit-{cfg.kind}:{cfg.model}"
         out.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,143 @@
+"""Does the verifier verify? Best-of-N with a PRM against majority vote and an ORM, on held-out samples.
+
+    python benchmarks/verifier.py --prm default --orm default-orm            # the shipped pair
+    python benchmarks/verifier.py --prm runs/prm --orm runs/orm --problems 32 -n 8
+    python benchmarks/verifier.py --heldout samples.jsonl --prm runs/prm     # given samples, no ORM
+
+1. Held-out samples: ``--problems`` problems of the built-in ``arith`` environment (``--env-seed``,
+   default 0; prmkit's training corpora use other seeds) at ``--steps`` operations with
+   ``--distractors``, ``-n`` samples each from the default policy (``prmkit generate``'s settings,
+   T 0.7), with symbolic step labels. Written to ``--heldout`` once and reused (resumable); a given
+   file is used as it is.
+2. The PRM scores every step (trace score: the minimum, fixed before looking: the field's usual
+   reading) and the ORM every trace, each under its own key.
+3. Printed, each with a 95% bootstrap interval (paired over problems for the differences):
+   best-of-N accuracy of PRM (min), PRM-weighted voting, ORM, majority vote, random choice and pass@N at
+   the largest N; the differences PRM − majority, PRM − ORM, PRM-weighted − majority; step AUROC and
+   F1 against the symbolic labels; the process-collapse probe (AUROC within right-answer traces) and
+   the gaming probe (share of min scores the perturbations raise). Then the goals of issue 14 (met or
+   not), the command line, and last the PRM − majority gap.
+
+``--json FILE`` also writes the report sections (``bon``, ``summary``, ``step_metrics``, ``probes``), so
+``prmkit report FILE`` renders them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.1f}%"
+
+
+def _pts(d: dict) -> str:
+    return f"{100 * d['diff']:+.1f} points [{100 * d['lo']:+.1f}, {100 * d['hi']:+.1f}]"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--prm", required=True, help="PRM: a checkpoint folder, or default")
+    ap.add_argument("--orm", default=None, help="ORM: a checkpoint folder, or default-orm")
+    ap.add_argument("--heldout", default=None,
+                    help="held-out samples to use as they are (default: make them, once, in "
+                         "runs/verifier/heldout-<settings>.jsonl)")
+    ap.add_argument("--problems", type=int, default=128)
+    ap.add_argument("-n", type=int, default=16, help="samples per problem (best-of-N up to this)")
+    ap.add_argument("--steps", default="2-5")
+    ap.add_argument("--distractors", type=int, default=1)
+    ap.add_argument("--env-seed", type=int, default=0)
+    ap.add_argument("--policy", default=None, help="policy backend (default: ct2 where installed, else hf)")
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--bootstrap", type=int, default=2000)
+    ap.add_argument("--gaming-traces", type=int, default=64)
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", default=None, help="also write the report sections here")
+    args = ap.parse_args(argv)
+
+    from prmkit.eval import bon_report, run_probes, step_metrics_for
+    from prmkit.generate import generate_file, load_problems
+    from prmkit.policies import SamplingParams, load_policy
+    from prmkit.scoring import load_scorer, score_traces
+    from prmkit.trace import read_traces
+
+    t0 = time.perf_counter()
+    heldout = Path(args.heldout or f"runs/verifier/heldout-arith{args.steps}-d{args.distractors}-seed"
+                                    f"{args.env_seed}-{args.problems}x{args.n}.jsonl")
+    if args.heldout is None:  # resumable: a finished file is only read
+        problems, cfg = load_problems(env="arith", n=args.problems, steps=args.steps,
+                                      distractors=args.distractors, env_seed=args.env_seed)
+        params = SamplingParams(n=args.n, max_new_tokens=args.max_new_tokens, temperature=0.7, seed=args.seed)
+        generate_file(heldout, problems, load_policy(args.policy), params=params, arith_config=cfg,
+                      problems_per_call=max(1, 128 // args.n))
+    traces = list(read_traces(heldout))
+    print(f"held-out: {len(traces)} traces of {len({t.problem.id for t in traces})} problems ({heldout})")
+
+    prm = load_scorer("model", args.prm, {"cache": False}, batch_size=args.batch_size)
+    score_traces(prm, traces, "prm", aggregate="min")
+    if args.orm:
+        orm = load_scorer("model", args.orm, {"cache": False}, batch_size=args.batch_size)
+        score_traces(orm, traces, "orm")
+
+    report = bon_report(traces, bootstrap=args.bootstrap, seed=args.seed)
+    curves = report.curves
+    n = curves.ns[-1]
+    j = curves.ns.index(n)
+    print(f"\nbest-of-{n} on {curves.problems} problems (95% bootstrap intervals):")
+    for m in curves.methods:
+        print(f"  {m.name:22s} {_pct(curves.acc[m.name][j])} [{_pct(curves.lo[m.name][j])}, "
+              f"{_pct(curves.hi[m.name][j])}]")
+    names = {m.name for m in curves.methods}
+    gaps = {}
+    for a, b in [("PRM (min)", "majority"), ("PRM (min)", "ORM"), ("PRM weighted (min)", "majority"),
+                 ("PRM weighted (min)", "ORM")]:
+        if a in names and b in names:
+            gaps[(a, b)] = curves.compare(a, b, n)
+            print(f"  {a} − {b}: {_pts(gaps[(a, b)])}")
+    sm = step_metrics_for(traces, key="prm", label_source="symbolic").to_dict()
+    print(f"\nstep metrics vs symbolic labels: AUROC {sm['auroc']:.3f}  F1(error) {sm['f1_error']:.3f}  "
+          f"on {sm['n']} labelled steps")
+    probes = run_probes(prm, traces, key="prm", score=False, label_source="symbolic", aggregate="min",
+                        seed=args.seed, gaming_traces=args.gaming_traces, probes=["collapse", "gaming"])
+    col, gam = probes["collapse"], probes["gaming"]
+    print(f"collapse probe: {'FAILED' if col.get('failed') else 'passed'} — {col.get('criterion', '')}")
+    print(f"gaming probe: {'FAILED' if gam.get('failed') else 'passed'} — {gam.get('criterion', '')}")
+
+    pm = gaps.get(("PRM (min)", "majority"))
+    po = gaps.get(("PRM (min)", "ORM"))
+    goals = [
+        ("PRM − majority ≥ +5 points, interval excluding 0",
+         pm is not None and pm["diff"] >= 0.05 and pm["lo"] > 0),
+        ("PRM − ORM > 0, interval excluding 0", po is not None and po["lo"] > 0),
+        ("PRM-weighted ≥ PRM and ≥ majority",
+         "PRM weighted (min)" in names and curves.acc["PRM weighted (min)"][j] >= max(
+             curves.acc["PRM (min)"][j], curves.acc["majority"][j])),
+        ("step AUROC ≥ 0.90", (sm["auroc"] or 0) >= 0.90),
+        ("collapse probe passes", not col.get("failed")),
+        ("gaming probe passes", not gam.get("failed")),
+    ]
+    print("\ngoals (issue 14):")
+    for text, ok in goals:
+        print(f"  [{'met' if ok else 'NOT met'}] {text}")
+    if args.json:
+        sections = {**report.to_dict(), "step_metrics": {"prm": sm}, "probes": probes}
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(sections, indent=2, sort_keys=True) + "\n")
+        print(f"wrote {args.json}")
+    print(f"\n({time.perf_counter() - t0:.0f} s)  python benchmarks/verifier.py "
+          + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])))
+    if pm is None:
+        print("PRM (min) − majority: not computed (no PRM scores or no majority vote)")
+    else:
+        print(f"PRM (min) − majority at N={n}: {_pts(pm)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

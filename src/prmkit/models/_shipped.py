@@ -1,0 +1,103 @@
+"""Reward models shipped with prmkit, by name: ``default`` (a PRM) and ``default-orm`` (its ORM twin).
+
+A shipped model is small: a LoRA adapter with its trained head (``adapter_model.safetensors``, what
+``peft`` saves) and ``prmkit_rm.json`` (kind, convention, max length, and the training record, whose
+``train_config.model`` names the base: a backbone alias such as ``smollm2``, whose weights are already
+installed for the default policy). The first use merges the adapter into the base and caches a plain
+transformers folder under ``$PRMKIT_CACHE/models/<name>-<content hash>``, written atomically; every
+later use, by any process, loads that folder. So ``--model default`` works everywhere a checkpoint
+folder does (``RewardModel.from_pretrained("default")``, ``prmkit score --model default``, ...).
+
+:func:`export_shipped` makes such a folder from a ``prmkit train`` output trained with LoRA (the
+trainer keeps the adapter in ``adapter/`` beside the merged weights).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+from prmkit.errors import PrmkitError
+
+__all__ = ["SHIPPED_MODELS", "ASSETS", "shipped_asset", "merged_cache_folder", "export_shipped"]
+
+#: Where the shipped models live inside the package.
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+
+#: Shipped model name -> its asset folder (under :data:`ASSETS`).
+SHIPPED_MODELS: dict[str, str] = {
+    "default": "prm-smollm2-arith",
+    "default-orm": "orm-smollm2-arith",
+}
+
+RM_CONFIG = "prmkit_rm.json"
+_ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
+
+
+def _digest(folder: Path) -> str:
+    h = hashlib.sha256()
+    for name in (*_ADAPTER_FILES, RM_CONFIG):
+        h.update(name.encode())
+        h.update((folder / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def shipped_asset(name: str) -> Path:
+    """The asset folder of the shipped model ``name`` (checked complete)."""
+    if name not in SHIPPED_MODELS:
+        raise PrmkitError(f"unknown shipped model {name!r}; shipped: {', '.join(SHIPPED_MODELS)}")
+    asset = ASSETS / SHIPPED_MODELS[name]
+    if not all((asset / f).is_file() for f in (*_ADAPTER_FILES, RM_CONFIG)):
+        raise PrmkitError(f"the shipped model {name!r} is not in this installation ({asset} is incomplete)")
+    return asset
+
+
+def merged_cache_folder(name: str) -> Path:
+    """Where the merged weights of the shipped model ``name`` are cached (keyed by the asset's content)."""
+    from prmkit.policies import cache_dir
+
+    asset = shipped_asset(name)
+    return cache_dir() / "models" / f"{SHIPPED_MODELS[name]}-{_digest(asset)}"
+
+
+def is_complete(path: Path) -> bool:
+    """Whether a merged folder is finished (weights, config and the prmkit record)."""
+    return (path / "config.json").is_file() and (path / RM_CONFIG).is_file() and any(
+        path.glob("*.safetensors"))
+
+
+def publish(tmp: Path, out: Path) -> None:
+    """Rename a finished temporary folder into place (another process may have been first)."""
+    if out.exists() and not is_complete(out):
+        shutil.rmtree(out, ignore_errors=True)
+    try:
+        tmp.rename(out)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def export_shipped(trained: str | os.PathLike, asset: str | os.PathLike, *, note: str = "") -> Path:
+    """Copy what a shipped model needs from a LoRA ``prmkit train`` output ``trained`` (its ``adapter/``
+    folder and ``prmkit_rm.json``) into ``asset``, with a README saying what it is (``note``)."""
+    trained, asset = Path(trained), Path(asset)
+    adapter = trained / "adapter"
+    if not all((adapter / f).is_file() for f in _ADAPTER_FILES):
+        raise PrmkitError(f"{trained}: no LoRA adapter (adapter/adapter_model.safetensors); train with a "
+                          "lora: section, e.g. --config smollm2-lora")
+    tmp = asset.with_name(asset.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for f in _ADAPTER_FILES:
+        shutil.copy2(adapter / f, tmp / f)
+    shutil.copy2(trained / RM_CONFIG, tmp / RM_CONFIG)
+    info = json.loads((trained / RM_CONFIG).read_text())
+    (tmp / "README.md").write_text(
+        f"# {asset.name}\n\nA prmkit {info.get('kind', 'prm').upper()}: a LoRA adapter and head over the "
+        f"base named in prmkit_rm.json (train_config.model), merged and cached on first use.\n\n{note}\n")
+    if asset.exists():
+        shutil.rmtree(asset)
+    tmp.rename(asset)
+    return asset

@@ -1,0 +1,90 @@
+"""Shipped reward models by name: a LoRA run exported to an asset folder (adapter + head + record)
+loads as ``--model default`` with the same scores as the trained folder, merged and cached once."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("peft")
+
+from prmkit.errors import PrmkitError  # noqa: E402
+from prmkit.models import (  # noqa: E402
+    RewardModel,
+    _shipped,  # noqa: E402
+    export_shipped,
+)
+from prmkit.trace import read_traces  # noqa: E402
+from prmkit.train import load_config, train  # noqa: E402
+
+LORA = {"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": "all-linear"}
+
+
+def config(marker_files, out, *overrides, **values):
+    values.setdefault("train", [str(marker_files["train"])])
+    return load_config("tiny", ["progress=false", "precision=fp32", "eval_fraction=0", *overrides],
+                       output_dir=str(out), **values)
+
+
+@pytest.fixture(scope="module")
+def trained(marker_files, tmp_path_factory):
+    out = tmp_path_factory.mktemp("lora-run") / "prm"
+    train(config(marker_files, out, "lr=2e-2", "max_steps=3", lora=LORA), log=lambda *a: None)
+    return out
+
+
+@pytest.fixture()
+def shipped(trained, tmp_path, monkeypatch):
+    assets = tmp_path / "assets"
+    export_shipped(trained, assets / "prm-test", note="a test export")
+    monkeypatch.setattr(_shipped, "ASSETS", assets)
+    monkeypatch.setitem(_shipped.SHIPPED_MODELS, "default", "prm-test")
+    return assets / "prm-test"
+
+
+def test_export_is_small_and_complete(trained, shipped):
+    names = {p.name for p in shipped.iterdir()}
+    assert names == {"adapter_config.json", "adapter_model.safetensors", "prmkit_rm.json", "README.md"}
+    adapter = (shipped / "adapter_model.safetensors").stat().st_size
+    merged = (trained / "model.safetensors").stat().st_size
+    assert adapter < merged / 2  # the adapter and head, not the weights
+
+
+def test_default_scores_like_the_trained_folder(trained, shipped, marker_files):
+    held = list(read_traces(marker_files["eval"]))[:6]
+    want = RewardModel.from_pretrained(str(trained)).score(held)
+    rm = RewardModel.from_pretrained("default")
+    assert rm.kind == "prm"
+    for a, b in zip(rm.score(held), want, strict=True):
+        assert a == pytest.approx(b, abs=1e-5)
+    # Merged once: the cached folder is reused (not rewritten) by the next load.
+    folder = _shipped.merged_cache_folder("default")
+    stamp = (folder / "model.safetensors").stat().st_mtime_ns
+    RewardModel.from_pretrained("default")
+    assert (folder / "model.safetensors").stat().st_mtime_ns == stamp
+
+
+def test_cli_scores_with_the_shipped_name(shipped, marker_files, tmp_path):
+    from typer.testing import CliRunner
+
+    from prmkit.cli import app
+
+    out = tmp_path / "scored.jsonl"
+    r = CliRunner().invoke(app, ["score", "--model", "default", str(marker_files["four"]), str(out)])
+    assert r.exit_code == 0, r.output
+    scored = list(read_traces(out))
+    assert len(scored) == 4 and all("prm" in s.scores for t in scored for s in t.steps)
+
+
+def test_missing_or_unknown_names_say_so(tmp_path, monkeypatch):
+    monkeypatch.setattr(_shipped, "ASSETS", tmp_path)
+    with pytest.raises(PrmkitError, match="not in this installation"):
+        RewardModel.from_pretrained("default")
+    with pytest.raises(PrmkitError, match="unknown shipped model"):
+        _shipped.shipped_asset("nope")
+
+
+def test_export_refuses_a_run_without_an_adapter(tmp_path):
+    (tmp_path / "run").mkdir()
+    with pytest.raises(PrmkitError, match="no LoRA adapter"):
+        export_shipped(tmp_path / "run", tmp_path / "asset")
