@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from prmkit.cli._help import names
 from prmkit.data import FORMATS, ImportReport, detect_format, read
 from prmkit.data import convert as convert_file
 from prmkit.errors import PrmkitError
@@ -21,7 +22,7 @@ console = Console()
 err_console = Console(stderr=True)
 
 FromOpt = Annotated[str | None, typer.Option(
-    "--from", "-f", help=f"Input format (detected when omitted): {', '.join(FORMATS)}.")]
+    "--from", "-f", help=f"Input format (detected when omitted): {names(FORMATS)}.")]
 OptionOpt = Annotated[list[str] | None, typer.Option(
     "--option", "-o", help="A format option KEY=VALUE (VALUE parsed as JSON when it can be), "
     "e.g. -o out_of_range=skip. Repeatable.")]
@@ -65,7 +66,8 @@ def convert(
     dst: Annotated[Path, typer.Argument(help="Output file (.parquet writes Parquet).")],
     from_: FromOpt = None,
     to: Annotated[str | None, typer.Option(
-        "--to", "-t", help="Output format (default: prmkit, or parquet for a .parquet file).")] = None,
+        "--to", "-t", help=f"Output format: {names(FORMATS)} or parquet (default: prmkit, or "
+                           "parquet for a .parquet file).")] = None,
     skip_invalid: Annotated[bool, typer.Option(
         help="Skip malformed records (each is listed with its location and reason).")] = False,
     option: OptionOpt = None,

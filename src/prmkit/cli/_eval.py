@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
+from prmkit.cli._help import check_probes, probe_help
 from prmkit.cli._score import AggregateOpt, ModelOpt, ScorerArgOpt, ScorerOpt, load_scorer_opts
 
 if TYPE_CHECKING:
@@ -170,6 +171,8 @@ def probes(
              "each for half of them).")] = None,
     transfer_limit: Annotated[int, typer.Option(help="Problems taken from --transfer-gsm8k.")] = 50,
     gaming_traces: Annotated[int, typer.Option(help="Traces the gaming probe perturbs.")] = 64,
+    only: Annotated[list[str] | None, typer.Option("--probe", help=probe_help(),
+                                                  callback=check_probes)] = None,
     aggregate: AggregateOpt = "min",
     batch_size: BatchOpt = 8,
     seed: Annotated[int, typer.Option(help="Seed of the perturbations.")] = 0,
@@ -184,7 +187,8 @@ def probes(
     sc = _prm(model, scorer, scorer_arg, batch_size)
     res, skipped = probes_file(inp, sc, label_source=label_source, transfer=transfer or [],
                                transfer_gsm8k=transfer_gsm8k, transfer_limit=transfer_limit,
-                               gaming_traces=gaming_traces, aggregate=aggregate, seed=seed)
+                               gaming_traces=gaming_traces, aggregate=aggregate, seed=seed,
+                               probes=only or None)
     _unscored(skipped)
     for probe, d in res.items():
         verdict = "FAILED" if d.get("failed") else "passed"

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from prmkit.cli._data import parse_options
+from prmkit.cli._help import policy_help
 
 console = Console()
 
@@ -20,9 +21,7 @@ def generate(
         help="A dataset file of problems with reference answers (GSM8K, MATH-500, ...).")] = None,
     data_format: Annotated[str | None, typer.Option(
         "--data-format", help="Format of --data (detected when omitted).")] = None,
-    policy: Annotated[str | None, typer.Option(
-        help="Backend: ct2, hf, openai_compat, scripted (default: ct2 where ctranslate2 is installed, "
-             "else hf).")] = None,
+    policy: Annotated[str | None, typer.Option(help=policy_help("Backend"))] = None,
     policy_arg: Annotated[list[str] | None, typer.Option(
         "--policy-arg", "-p", help="Backend argument KEY=VALUE, e.g. -p model=HuggingFaceTB/SmolLM2-1.7B-Instruct "
         "or -p base_url=http://127.0.0.1:8000/v1 -p model=qwen. Repeatable.")] = None,

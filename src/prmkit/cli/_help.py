@@ -1,11 +1,12 @@
-"""Help text from the registries: the names each one holds when the command line is built (the
-built-ins and any installed plugin), so no command lists backend or method names by hand."""
+"""Help text and choice checks from the registries: the names each one holds when the command line
+is built (the built-ins and any installed plugin), so no command lists backend or method names by
+hand, and an unknown name is the registry's one-line error before any work starts."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["names", "policy_help"]
+__all__ = ["names", "policy_help", "probe_help", "check_aggregator", "check_probes"]
 
 
 def names(registry: Iterable[str]) -> str:
@@ -19,3 +20,27 @@ def policy_help(what: str = "Policy") -> str:
 
     return (f"{what}: a backend ({names(POLICIES)}) or module:attr (default: ct2 where ctranslate2 "
             "is installed, else hf).")
+
+
+def probe_help() -> str:
+    """The help of ``prmkit eval probes --probe``: the registered probes (plugins included)."""
+    from prmkit.eval import PROBES
+
+    return f"Run only this probe (repeatable): {names(PROBES)}. Default: every one the inputs allow."
+
+
+def check_aggregator(value: str) -> str:
+    """``--aggregate`` callback: the name (with its arguments) must make an aggregator."""
+    from prmkit.scoring import get_aggregator
+
+    get_aggregator(value)
+    return value
+
+
+def check_probes(values: list[str] | None) -> list[str] | None:
+    """``--probe`` callback: every name must be a registered probe."""
+    from prmkit.eval import PROBES
+
+    for name in values or []:
+        PROBES.load(name)
+    return values

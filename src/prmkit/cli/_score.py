@@ -17,6 +17,10 @@ import typer
 from rich.console import Console
 
 from prmkit.cli._data import parse_options
+from prmkit.cli._help import check_aggregator, names, policy_help
+from prmkit.data import FORMATS
+from prmkit.scoring import AGGREGATORS, SCORERS
+from prmkit.search import SEARCHES, SELECTORS
 
 if TYPE_CHECKING:
     from prmkit.scoring import StepScorer
@@ -28,12 +32,15 @@ console = Console()
 ModelOpt = Annotated[Path | None, typer.Option(
     "--model", help="PRM / ORM checkpoint folder (prmkit train output, or a published PRM).")]
 ScorerOpt = Annotated[str, typer.Option(
-    "--scorer", help="Scorer backend: model (the --model folder) or scripted (tests).")]
+    "--scorer", help=f"Scorer backend: {names(SCORERS)} (model: the --model folder).")]
 ScorerArgOpt = Annotated[list[str] | None, typer.Option(
     "--scorer-arg", "-s", help="Scorer argument KEY=VALUE, e.g. -s convention=qwen2.5-math-prm or "
     "-s cache=false. Repeatable.")]
 AggregateOpt = Annotated[str, typer.Option(
-    help="Step scores -> trace score: min, last, prod, mean, geo_mean, first_below:T.")]
+    help=f"Step scores -> trace score: {names(AGGREGATORS)}; arguments after a colon (NAME:T).",
+    callback=check_aggregator)]
+FromOpt = Annotated[str | None, typer.Option(
+    "--from", help=f"Format of IN (detected when omitted): {names(FORMATS)}.")]
 
 
 def load_scorer_opts(model: Path | None, scorer: str, scorer_arg: list[str] | None, batch_size: int
@@ -61,7 +68,7 @@ def score(
         help="Name the scores are stored under (default: prm or orm).")] = None,
     chunk: Annotated[int, typer.Option(help="Traces per scorer call (problems' N samples together "
                                             "share their prompt).")] = 256,
-    from_format: Annotated[str | None, typer.Option("--from", help="Format of IN (detected when omitted).")] = None,
+    from_format: FromOpt = None,
     skip_invalid: Annotated[bool, typer.Option(
         "--skip-invalid", help="Skip malformed input records instead of failing.")] = False,
 ) -> None:
@@ -81,13 +88,14 @@ def score(
 def select(
     inp: Annotated[Path, typer.Argument(metavar="IN", help="Scored traces, N per problem.")],
     method: Annotated[str, typer.Option(
-        "--method", "-m", help="bon, weighted, majority or oracle (pass@N, a reference).")] = "bon",
+        "--method", "-m", help=f"Selection method: {names(SELECTORS)} (oracle: pass@N, a reference).")
+    ] = "bon",
     aggregate: AggregateOpt = "min",
     key: Annotated[str | None, typer.Option(
         help="Which stored scores to use (default: the only scorer found).")] = None,
     out: Annotated[Path | None, typer.Option(
         "--out", "-o", help="Write the chosen trace of every problem here (prmkit JSONL).")] = None,
-    from_format: Annotated[str | None, typer.Option("--from", help="Format of IN (detected when omitted).")] = None,
+    from_format: FromOpt = None,
 ) -> None:
     """Choose one trace per problem and print the accuracy of the choices.
 
@@ -102,7 +110,8 @@ def select(
 
 def search(
     out: Annotated[Path, typer.Option("--out", "-o", help="The answer trace of every problem (prmkit JSONL).")],
-    method: Annotated[str, typer.Option("--method", "-m", help="beam or dvts.")] = "beam",
+    method: Annotated[str, typer.Option("--method", "-m", help=f"Search strategy: {names(SEARCHES)}.")
+                      ] = "beam",
     model: ModelOpt = None,
     scorer: ScorerOpt = "model",
     scorer_arg: ScorerArgOpt = None,
@@ -115,9 +124,7 @@ def search(
     ops: Annotated[str, typer.Option(help="arith: operations to draw from.")] = "+-*",
     max_operand: Annotated[int, typer.Option(help="arith: largest number in a problem.")] = 20,
     env_seed: Annotated[int, typer.Option(help="arith: which problem set.")] = 0,
-    policy: Annotated[str | None, typer.Option(
-        help="Backend: ct2, hf, openai_compat, scripted (default: ct2 where ctranslate2 is installed, "
-             "else hf).")] = None,
+    policy: Annotated[str | None, typer.Option(help=policy_help("Backend"))] = None,
     policy_arg: Annotated[list[str] | None, typer.Option(
         "--policy-arg", "-p", help="Policy argument KEY=VALUE (repeatable).")] = None,
     beam_width: Annotated[int, typer.Option(help="beam: paths kept per round.")] = 4,
@@ -127,7 +134,8 @@ def search(
     lookahead: Annotated[int, typer.Option(help="Greedy steps rolled out before scoring a candidate.")] = 0,
     max_depth: Annotated[int, typer.Option(help="Most steps per path.")] = 10,
     aggregate: Annotated[str, typer.Option(
-        help="Path score from step scores: last (search-and-learn), min, prod, ...")] = "last",
+        help=f"Path score from step scores (search-and-learn's: last): {names(AGGREGATORS)}.",
+        callback=check_aggregator)] = "last",
     select_method: Annotated[str, typer.Option(
         "--select", help="dvts: choose among subtrees by bon or weighted.")] = "bon",
     step_tokens: Annotated[int, typer.Option(help="Longest step, in tokens.")] = 64,
