@@ -1,4 +1,5 @@
-"""Derived traces from reference solutions: texts, labels, the changed number, answer and outcome rules."""
+"""The original derivation (``error_types=None``: one arithmetic slip, later steps unchanged): texts,
+labels, the changed number, answer and outcome rules. Typed error injection: tests/data/test_derive.py."""
 
 from __future__ import annotations
 
@@ -7,15 +8,10 @@ from decimal import Decimal
 
 import pytest
 
-from prmkit.data import read
+from prmkit.data import derive_traces, gsm8k_derived_traces, read, strip_calculations
 from prmkit.envs import ArithConfig, ArithEnv
 from prmkit.errors import PrmkitError
-from prmkit.eval._derived import (
-    arith_derived_traces,
-    derive_traces,
-    gsm8k_derived_traces,
-    strip_calculations,
-)
+from prmkit.eval import arith_derived_traces
 from prmkit.trace import Problem, Trace
 from prmkit.traces import is_correct
 

@@ -1,4 +1,5 @@
-"""Public data formats (import / export), step splitters, answer extraction and equivalence."""
+"""Public data formats (import / export), step splitters, answer extraction and equivalence, and traces
+derived from reference solutions (correct ones, and wrong ones of known error types)."""
 
 from prmkit.data._answers import (
     EQUALITY_METHODS,
@@ -11,6 +12,14 @@ from prmkit.data._answers import (
     normalize_answer,
 )
 from prmkit.data._convert import convert
+from prmkit.data._derive import (
+    ERROR_TYPES,
+    DeriveReport,
+    derive_file,
+    derive_traces,
+    gsm8k_derived_traces,
+    inject_errors,
+)
 from prmkit.data._format import (
     FORMATS,
     Format,
@@ -33,6 +42,7 @@ from prmkit.data._hf import (
 )
 from prmkit.data._prm800k import prm800k_alternatives
 from prmkit.data._prmbench import prmbench_original
+from prmkit.data._reference import strip_calculations
 from prmkit.data._split import (
     SPLITTERS,
     Splitter,
@@ -55,4 +65,6 @@ __all__ = [
     "trace_to_messages",
     "prm800k_alternatives", "prmbench_original",
     "TraceStats", "compute_stats",
+    "derive_traces", "gsm8k_derived_traces", "inject_errors", "derive_file", "DeriveReport", "ERROR_TYPES",
+    "strip_calculations",
 ]
