@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
+from prmkit.provenance import GenerateProvenance
 from prmkit.trace import Trace
 
 __all__ = ["rollout_messages"]
@@ -35,8 +36,8 @@ def rollout_messages(trace: Trace, shots: int | None = None, policy_shots: int |
 
     from prmkit.envs import SYSTEM_PROMPT
 
-    gen = next((p for p in reversed(trace.provenance) if p.stage == "generate"), None)
-    prompt = (gen.args.get("prompt") if gen is not None else None) or {}
+    gen = next((p.typed for p in reversed(trace.provenance) if p.stage == "generate"), None)
+    prompt = (gen.prompt if isinstance(gen, GenerateProvenance) else None) or {}
     if shots is None:
         shots = prompt.get("shots")
     if shots is None:
