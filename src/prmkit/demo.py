@@ -168,7 +168,7 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
     from prmkit.labelers import LabelReport, LabelStore, MCLabeler, label_stream
     from prmkit.models import RewardModel
     from prmkit.policies import SamplingParams, get_policy
-    from prmkit.scoring import add_trace_scores, score_traces
+    from prmkit.scoring import add_trace_scores, score_traces_or_skip
     from prmkit.train import TrainConfig, train
 
     if cfg.transfer_data is not None and not Path(cfg.transfer_data).is_file():
@@ -227,8 +227,12 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
 
     # 5. Score the held-out traces with both (and every aggregator of the PRM's step scores).
     with stages.timed("score held-out traces (PRM and ORM)"):
-        score_traces(prm, heldout, "prm", aggregate="min")
-        score_traces(orm, heldout, "orm")
+        # A trace a model cannot read whole (an ORM past its max_length) stays unscored, not fatal.
+        for model, key in ((prm, "prm"), (orm, "orm")):
+            skipped = score_traces_or_skip(model, heldout, key, aggregate="min")
+            if skipped:
+                _say(f"[yellow]{len(skipped)} held-out traces not scored by the {key.upper()}[/] "
+                     f"(first: {skipped[0][0]}: {skipped[0][1]})")
         add_trace_scores(heldout, "prm", ("last", "prod", "mean", "geo_mean"))
         _write(heldout, heldout_file)
 
