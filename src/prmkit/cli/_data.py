@@ -1,4 +1,4 @@
-"""``prmkit data convert | inspect | validate | stats``."""
+"""``prmkit data convert | inspect | validate | stats | derive``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from prmkit.cli._help import names
-from prmkit.data import FORMATS, ImportReport, detect_format, read
+from prmkit.data import ERROR_TYPES, FORMATS, ImportReport, detect_format, read
 from prmkit.data import convert as convert_file
 from prmkit.errors import PrmkitError
 from prmkit.trace import Trace
@@ -216,6 +216,58 @@ def inspect(
             break
     if id_ and shown == 0:
         raise PrmkitError(f"{path}: no trace with id {', '.join(id_)}")
+
+
+@app.command()
+def derive(
+    paths: Annotated[list[Path], typer.Argument(
+        metavar="[IN] OUT", help="A file of problems with reference solutions (GSM8K, MATH, arith problems "
+        "in prmkit JSONL, ...) and the output JSONL; with --env only OUT.")],
+    error_type: Annotated[list[str] | None, typer.Option(
+        "--error-type", "-e", help=f"Error type to inject (repeatable; default all): {', '.join(ERROR_TYPES)}.")] = None,
+    per_problem: Annotated[int, typer.Option(help="Wrong traces per problem (different types in turn).")] = 1,
+    correct_fraction: Annotated[float, typer.Option(
+        help="Chance that a problem also gives its correct reference trace.")] = 0.5,
+    seed: Annotated[int, typer.Option(help="Seed of the injected errors.")] = 0,
+    from_: FromOpt = None,
+    env: Annotated[str | None, typer.Option(help="Problems from a built-in environment (arith) instead of IN.")] = None,
+    problems: Annotated[int, typer.Option(help="--env: how many problems.")] = 50,
+    start: Annotated[int, typer.Option(help="--env: index of the first problem.")] = 0,
+    steps: Annotated[str, typer.Option(help="arith: operations per problem, N or MIN-MAX (1-6).")] = "3",
+    ops: Annotated[str, typer.Option(help="arith: operations to draw from.")] = "+-*",
+    max_operand: Annotated[int, typer.Option(help="arith: largest number in a problem.")] = 20,
+    distractors: Annotated[int, typer.Option(help="arith: irrelevant quantities per problem.")] = 0,
+    env_seed: Annotated[int, typer.Option(help="arith: which problem set.")] = 0,
+) -> None:
+    """Wrong traces with their first wrong step known: errors injected into reference solutions, labels
+    by construction (source "synthetic", each naming its error type).
+
+    Example: prmkit data derive gsm8k/train.jsonl derived.jsonl --per-problem 3 --seed 0
+    Example: prmkit data derive --env arith --problems 400 --steps 2-5 --distractors 1 --env-seed 101 out.jsonl
+    """
+    from prmkit.data import derive_file
+
+    if len(paths) != (1 if env else 2):
+        raise PrmkitError("give IN and OUT, or --env arith and OUT" if not env else
+                          "with --env the problems come from the environment: give only OUT")
+    inp = paths[0]
+    if env:
+        from prmkit.generate import load_problems
+
+        inp = load_problems(env=env, n=problems, start=start, steps=steps, ops=ops, max_operand=max_operand,
+                            distractors=distractors, env_seed=env_seed)[0]
+    report = derive_file(inp, paths[-1], error_types=error_type, per_problem=per_problem,
+                         correct_fraction=correct_fraction, seed=seed, fmt=from_)
+    console.print(f"wrote {paths[-1]}: {report.summary()}", highlight=False, soft_wrap=True)
+    console.print("by error type: " + ", ".join(f"{t} {n}" for t, n in sorted(report.by_type.items())),
+                  highlight=False, soft_wrap=True)
+    if report.fallbacks:
+        console.print("did not apply (another type made instead): "
+                      + ", ".join(f"{t} {n}" for t, n in report.fallbacks.most_common()), highlight=False,
+                      soft_wrap=True)
+    if report.short:
+        console.print(f"{report.short} wrong traces fewer than asked: some problems allow fewer different errors",
+                      highlight=False, soft_wrap=True)
 
 
 __all__ = ["app", "parse_options"]

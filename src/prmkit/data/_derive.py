@@ -98,13 +98,13 @@ def _typed(ref: _Reference, types: Sequence[str], count: int, seed: int, args: d
         rng = random.Random(f"inject:{seed}:{ref.base_id}:{i}")
         t = types[(offset + i) % len(types)]
         if not options(t):
-            if fallbacks is not None:
-                fallbacks[t] += 1
             # Another type, drawn evenly among those that apply (not the next in turn, which would
             # make the types after a rarely applicable one common).
             rest = [u for u in types if u != t and options(u)]
             if not rest:
                 break
+            if fallbacks is not None:
+                fallbacks[t] += 1
             t = rng.choice(rest)
         pick = rng.choice(options(t))
         used.add(pick.key)

@@ -1,0 +1,351 @@
+"""Error injection: each type's exact wrong trace on a fixed arith and a fixed GSM8K-style problem (worked
+out by hand below), labels by construction, the symbolic checker agreeing on the first wrong step,
+determinism, ``derive_file`` and ``prmkit data derive``."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from prmkit.cli import main
+from prmkit.data import ERROR_TYPES, DeriveReport, derive_file, derive_traces, inject_errors, read
+from prmkit.envs import ArithConfig, ArithEnv, SymbolicChecker
+from prmkit.errors import PrmkitError
+from prmkit.generate import load_problems
+from prmkit.trace import Problem, Step, StepLabel, Trace, read_traces
+
+# arith-5-0: "Zoe has 3 pencils. Raj has 20 books. [x4] She gives 10 pencils to the teacher. [x2]"
+# given 3, 4, 10, 2; distractor 20; true path 3 -> 12 -> 2 -> 4.
+ZOE = ArithEnv(ArithConfig(steps=3, distractors=1, seed=5)).problem(0)
+Z = ["The pencils become four times as many: 3 * 4 = 12.", "She gives away 10: 12 - 10 = 2.",
+     "The pencils become twice as many: 2 * 2 = 4.", "The answer is 4."]
+# Each type at seed 0: (steps, first wrong step, final answer). Later steps continue from the wrong value.
+ARITH = {
+    # 12 -> 15 (3 units off); 15 - 10 = 5; 5 * 2 = 10
+    "arithmetic_slip": ([Z[0].replace("= 12", "= 15"), "She gives away 10: 15 - 10 = 5.",
+                         "The pencils become twice as many: 5 * 2 = 10.", "The answer is 10."], 0, "10"),
+    # gives away, but adds: 12 + 10 = 22; 22 * 2 = 44
+    "wrong_operation": ([Z[0], "She gives away 10: 12 + 10 = 22.", "The pencils become twice as many: 22 * 2 = 44.",
+                         "The answer is 44."], 1, "44"),
+    # the distractor 20 instead of 4: 3 * 20 = 60; 60 - 10 = 50; 50 * 2 = 100
+    "wrong_operand": (["The pencils become four times as many: 3 * 20 = 60.", "She gives away 10: 60 - 10 = 50.",
+                       "The pencils become twice as many: 50 * 2 = 100.", "The answer is 100."], 0, "100"),
+    # "gives away 10" left out: the doubling uses the un-updated 12
+    "dropped_step": ([Z[0], "The pencils become twice as many: 12 * 2 = 24.", "The answer is 24."], 1, "24"),
+    # x4 twice: 12 * 4 = 48; 48 - 10 = 38; 38 * 2 = 76
+    "duplicated_step": ([Z[0], "The pencils become four times as many: 12 * 4 = 48.",
+                         "She gives away 10: 48 - 10 = 38.", "The pencils become twice as many: 38 * 2 = 76.",
+                         "The answer is 76."], 1, "76"),
+    # 8 is neither given (3, 4, 10, 2, 20) nor derived (12, 2, 4): 3 * 8 = 24; 14; 28
+    "invented_quantity": (["The pencils become four times as many: 3 * 8 = 24.", "She gives away 10: 24 - 10 = 14.",
+                           "The pencils become twice as many: 14 * 2 = 28.", "The answer is 28."], 0, "28"),
+    # 12 x 100 = 1200; 1190; 2380
+    "unit_scale_slip": ([Z[0].replace("= 12", "= 1200"), "She gives away 10: 1200 - 10 = 1190.",
+                         "The pencils become twice as many: 1190 * 2 = 2380.", "The answer is 2380."], 0, "2380"),
+    # every step right; the answer states 3 (given, never derived)
+    "unsupported_answer": (Z[:3] + ["The answer is 3."], 3, "3"),
+    # 3 * 3 = 9 (another quantity), and the next step goes on from the true 12
+    "right_answer_wrong_step": (["The pencils become four times as many: 3 * 3 = 9."] + Z[1:], 0, "4"),
+}
+
+MIA = Problem("Mia buys 3 boxes of 12 pencils. She gives 8 pencils to her brother and shares the rest equally "
+              "among 4 friends. How many pencils does each friend get?", answer="7", id="mia",
+              solution="Mia has 3*12=<<3*12=36>>36 pencils.\nAfter giving 8 away she has 36-8=<<36-8=28>>28 "
+                       "pencils.\nEach friend gets 28/4=<<28/4=7>>7 pencils.\n#### 7")
+M = ["Mia has 3*12=36 pencils.", "After giving 8 away she has 36-8=28 pencils.", "Each friend gets 28/4=7 pencils.",
+     "The answer is 7."]
+GSM8K = {
+    "arithmetic_slip": (M[:2] + ["Each friend gets 28/4=6 pencils.", "The answer is 6."], 2, "6"),
+    # 36 + 8 = 44; 44 / 4 = 11
+    "wrong_operation": ([M[0], "After giving 8 away she has 36+8=44 pencils.", "Each friend gets 44/4=11 pencils.",
+                         "The answer is 11."], 1, "11"),
+    # the problem's 8 in place of 28
+    "wrong_operand": (M[:2] + ["Each friend gets 8/4=2 pencils.", "The answer is 2."], 2, "2"),
+    # the giving step left out: 36 / 4 = 9
+    "dropped_step": ([M[0], "Each friend gets 36/4=9 pencils.", "The answer is 9."], 1, "9"),
+    # x12 twice: 432; 424; 106
+    "duplicated_step": ([M[0], "Mia has 36*12=432 pencils.", "After giving 8 away she has 432-8=424 pencils.",
+                         "Each friend gets 424/4=106 pencils.", "The answer is 106."], 1, "106"),
+    # 32 is not in the problem (3, 12, 8, 4) nor derived (36, 28, 7): 24; 6
+    "invented_quantity": ([M[0], "After giving 8 away she has 32-8=24 pencils.", "Each friend gets 24/4=6 pencils.",
+                           "The answer is 6."], 1, "6"),
+    "unit_scale_slip": (M[:2] + ["Each friend gets 28/4=70 pencils.", "The answer is 70."], 2, "70"),
+    "unsupported_answer": (M[:3] + ["The answer is 8."], 3, "8"),
+    # 28 -> 30, and the last step still divides the true 28
+    "right_answer_wrong_step": ([M[0], "After giving 8 away she has 36-8=30 pencils."] + M[2:], 1, "7"),
+}
+
+
+def values(t: Trace) -> list[int | None]:
+    return [None if lab is None else lab.value for lab in t.labels()]
+
+
+def without_times(t: Trace) -> dict:
+    d = t.to_dict()
+    for p in d["provenance"]:
+        p.pop("time", None)
+    return d
+
+
+def one(problem: Problem, error_type: str, seed: int = 0) -> Trace:
+    ts = list(inject_errors([problem], error_types=[error_type], correct_fraction=0.0, seed=seed))
+    assert len(ts) == 1
+    return ts[0]
+
+
+def check_trace(t: Trace, error_type: str, steps: list[str], wrong: int, final: str, answer: str, seed: int = 0):
+    assert [s.text for s in t.steps] == steps
+    assert values(t) == [1] * wrong + [-1] + [None] * (len(steps) - wrong - 1)
+    assert t.final_answer == final
+    assert t.outcome == ("correct" if final == answer else "incorrect")
+    assert (error_type == "right_answer_wrong_step") == (t.outcome == "correct")
+    bad = t.steps[wrong].labels[0]
+    assert (bad.source, bad.labeler, bad.args) == ("synthetic", "derived", {"seed": seed, "error_type": error_type})
+    assert bad.meta["verdict"] == error_type and bad.meta["reason"] == t.meta["derived"]["edit"]
+    assert t.meta["derived"]["error_type"] == error_type and t.meta["derived"]["step"] == wrong
+    assert t.meta["derived"]["kind"] == "corrupted"
+    prov = t.provenance[-1]
+    assert prov.stage == "derive" and prov.args["seed"] == seed and prov.args["error_type"] == error_type
+    assert prov.args["error_types"] == [error_type]
+    assert t.text == "\n".join(steps)
+    t.check_spans()
+
+
+@pytest.mark.parametrize("error_type", ERROR_TYPES)
+def test_each_type_on_an_arith_problem(error_type):
+    assert ZOE.solution.split("\n") == Z and ZOE.meta["arith"]["distractors"] == [20]
+    steps, wrong, final = ARITH[error_type]
+    t = one(ZOE, error_type)
+    check_trace(t, error_type, steps, wrong, final, "4")
+    assert t.id == f"arith-5-0:derived:0:{error_type}" and t.source == "derived:arith"
+
+
+@pytest.mark.parametrize("error_type", ERROR_TYPES)
+def test_each_type_on_a_gsm8k_style_problem(error_type):
+    steps, wrong, final = GSM8K[error_type]
+    check_trace(one(MIA, error_type), error_type, steps, wrong, final, "7")
+
+
+def first_checker_error(t: Trace) -> tuple[int | None, list]:
+    t = copy.deepcopy(t)
+    for s in t.steps:
+        s.labels = []
+    checks = SymbolicChecker.for_problem(t.problem, strict_path=True).label(t)
+    return next((i for i, c in enumerate(checks) if not c.ok), None), checks
+
+
+@pytest.mark.parametrize("error_type", ERROR_TYPES)
+def test_the_checker_finds_the_injected_step(error_type):
+    """The injected step is really the first wrong one: the symbolic checker (strict path) says so,
+    on the fixed problem and on 40 others of 1-5 steps with a distractor."""
+    first, checks = first_checker_error(one(ZOE, error_type))
+    assert first == ARITH[error_type][1]
+    problems = ArithEnv(ArithConfig(steps=(1, 5), distractors=1, seed=11)).problems(40)
+    made = 0
+    for t in inject_errors(problems, error_types=[error_type], correct_fraction=0.0, per_problem=2):
+        assert first_checker_error(t)[0] == t.meta["derived"]["step"], [s.text for s in t.steps]
+        made += 1
+    assert made >= 20
+
+
+def test_checker_verdicts_by_type():
+    """What the checker calls each type on the fixed problem (the error-mix report maps these back)."""
+    got = {et: first_checker_error(one(ZOE, et))[1][ARITH[et][1]].verdict for et in ERROR_TYPES}
+    assert got == {"arithmetic_slip": "arithmetic_error", "wrong_operation": "wrong_value",
+                   # the checker knows arith's given numbers, not its distractors
+                   "wrong_operand": "unknown_quantity", "dropped_step": "wrong_value",
+                   "duplicated_step": "wrong_value", "invented_quantity": "unknown_quantity",
+                   "unit_scale_slip": "arithmetic_error", "unsupported_answer": "unsupported_answer",
+                   "right_answer_wrong_step": "wrong_value"}
+
+
+def test_later_steps_continue_consistently():
+    """After the wrong step every equation is computed right from the values the text states, and
+    the answer line gives the last one; right_answer_wrong_step keeps the reference's later steps."""
+    problems = ArithEnv(ArithConfig(steps=(2, 5), distractors=1, seed=3)).problems(30)
+    checker = SymbolicChecker(given=[])
+    for t in inject_errors(problems, per_problem=9, correct_fraction=0.0):
+        k = t.meta["derived"]["step"]
+        later = [s.text for s in t.steps[k + 1:]]
+        if t.meta["derived"]["error_type"] == "right_answer_wrong_step":
+            assert later == t.problem.solution.split("\n")[k + 1:]
+            continue
+        comps = [c for text in later for c in checker.computations(text)]
+        assert all(c.ok for c in comps)
+        last = comps[-1].claimed if comps else None
+        if t.meta["derived"]["error_type"] != "unsupported_answer" and last is not None:
+            assert t.final_answer == str(last)
+
+
+def test_deterministic_and_per_problem():
+    problems = ArithEnv(ArithConfig(steps=(2, 4), distractors=1, seed=2)).problems(8)
+    a = [without_times(t) for t in inject_errors(problems, per_problem=3, seed=4)]
+    b = [without_times(t) for t in inject_errors(problems, per_problem=3, seed=4)]
+    assert a == b
+    # a problem's traces do not depend on the other problems
+    alone = [without_times(t) for t in inject_errors(problems[5:6], per_problem=3, seed=4)]
+    assert alone == [d for d in a if d["meta"]["derived"]["from"] == problems[5].id]
+    c = [without_times(t) for t in inject_errors(problems, per_problem=3, seed=5)]
+    assert a != c
+
+
+def test_per_problem_gives_different_types_and_correct_fraction():
+    ts = list(inject_errors([ZOE], per_problem=9, correct_fraction=1.0))
+    assert values(ts[0]) == [1, 1, 1, 1] and ts[0].outcome == "correct" and ts[0].id == "arith-5-0:derived:correct"
+    wrong = ts[1:]
+    assert sorted(t.meta["derived"]["error_type"] for t in wrong) == sorted(ERROR_TYPES)
+    assert len({tuple(s.text for s in t.steps) for t in wrong}) == 9
+    # twice as many slots as types: every trace still different
+    many = list(inject_errors([ZOE], per_problem=18, correct_fraction=0.0))
+    assert len(many) == 18 and len({tuple(s.text for s in t.steps) for t in many}) == 18
+    # the correct trace comes with about the asked share of problems
+    problems = ArithEnv(ArithConfig(steps=2)).problems(60)
+    report = DeriveReport()
+    list(inject_errors(problems, correct_fraction=0.5, report=report))
+    assert 15 <= report.correct <= 45 and report.traces == 60 + report.correct
+
+
+def test_a_type_that_does_not_apply_falls_back():
+    one_step = ArithEnv(ArithConfig(steps=1, seed=1)).problem(0)
+    report = DeriveReport()
+    assert one_step.solution == "She finds 11 more: 9 + 11 = 20.\nThe answer is 20."
+    ts = list(inject_errors([one_step], error_types=["dropped_step", "arithmetic_slip"], correct_fraction=0.0,
+                            per_problem=2, report=report))
+    # a one-step solution has no later step to use a dropped result: both slots get a slip
+    assert [t.meta["derived"]["error_type"] for t in ts] == ["arithmetic_slip"] * 2
+    assert report.fallbacks == {"dropped_step": 1} and report.short == 0
+    report = DeriveReport()
+    assert list(inject_errors([one_step], error_types=["dropped_step"], report=report)) == []
+    assert report.skipped == {"no error type applies": 1}
+
+
+def test_bad_arguments():
+    with pytest.raises(PrmkitError, match="unknown error type.*'nope'.*known: arithmetic_slip"):
+        list(inject_errors([ZOE], error_types=["nope"]))
+    with pytest.raises(PrmkitError, match="per_problem"):
+        list(inject_errors([ZOE], per_problem=0))
+    with pytest.raises(PrmkitError, match="correct_fraction"):
+        list(inject_errors([ZOE], correct_fraction=2))
+
+
+def test_derive_traces_with_error_types():
+    counts: dict[str, int] = {}
+    ts = derive_traces([ZOE, MIA], pairs=True, error_types=["wrong_operation"], counts=counts)
+    assert counts == {"items": 2, "no_solution": 0, "correct": 2, "corrupted": 2, "uncorruptible": 0}
+    assert [s.text for s in ts[1].steps] == ARITH["wrong_operation"][0]
+    assert [s.text for s in ts[3].steps] == GSM8K["wrong_operation"][0]
+
+
+def gsm8k_rows(tmp_path):
+    path = tmp_path / "mini.jsonl"
+    rows = [{"question": MIA.text, "answer": MIA.solution},
+            {"question": "Say hi.", "answer": "Hello.\n#### hi"}]  # no number anywhere: nothing to inject
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + "{not json\n")
+    return path
+
+
+def test_derive_file(tmp_path):
+    src, out = gsm8k_rows(tmp_path), tmp_path / "out" / "derived.jsonl"
+    report = derive_file(src, out, error_types=["dropped_step", "unsupported_answer"], per_problem=2,
+                         correct_fraction=0.0, seed=0)
+    ts = {t.meta["derived"]["error_type"]: t for t in read_traces(out)}
+    assert sorted(ts) == ["dropped_step", "unsupported_answer"]
+    assert all(t.id.startswith("mini.jsonl:1:derived:") for t in ts.values())
+    # the giving step left out: the last step divides one of its inputs, 36 or 8, in place of 28
+    assert [s.text for s in ts["dropped_step"].steps] in (
+        GSM8K["dropped_step"][0], [M[0], "Each friend gets 8/4=2 pencils.", "The answer is 2."])
+    assert (report.items, report.problems, report.traces, report.correct) == (3, 1, 2, 0)
+    assert report.skipped["no error type applies"] == 1  # "Say hi." states no number to change
+    assert sum(n for r, n in report.skipped.items() if r.startswith("unreadable record")) == 1
+    assert not list(out.parent.glob("*.partial*"))
+    with pytest.raises(PrmkitError, match="must not be the input"):
+        derive_file(src, src)
+    with pytest.raises(PrmkitError, match="no such file"):
+        derive_file(tmp_path / "absent.jsonl", out)
+
+
+def test_derive_file_skips_wrong_references_and_repeated_problems(tmp_path):
+    ok = Trace("good", Problem("2 and 3?", answer="5"), [Step("2+3=5"), Step("The answer is 5.")],
+               final_answer="5", outcome="correct")
+    wrong = Trace("bad", Problem("2 and 3?", answer="5"), [Step("2+3=6", labels=[StepLabel(-1)])],
+                  final_answer="6", outcome="incorrect")
+    # policy samples of one arith problem: its reference solution is used, once
+    samples = [Trace(f"s{i}", ZOE, [Step("anything")]) for i in range(3)]
+    report = derive_file([ok, wrong, *samples], tmp_path / "o.jsonl", error_types=["wrong_operation"],
+                         correct_fraction=0.0)
+    ts = list(read_traces(tmp_path / "o.jsonl"))
+    assert [t.meta["derived"]["from"] for t in ts] == ["good", "arith-5-0"]
+    assert [s.text for s in ts[1].steps] == ARITH["wrong_operation"][0]
+    assert report.skipped == {"not a correct reference (a wrong step or answer)": 1, "problem already derived": 2}
+
+
+def run_cli(argv, capsys):
+    code = 0
+    try:
+        main(argv)
+    except SystemExit as e:
+        code = e.code or 0
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_round_trip(tmp_path, capsys):
+    src = gsm8k_rows(tmp_path)
+    code, out, _ = run_cli(["data", "derive", str(src), str(tmp_path / "cli.jsonl"), "-e", "wrong_operation",
+                            "--error-type", "duplicated_step", "--per-problem", "2", "--seed", "3"], capsys)
+    assert code == 0 and "2 wrong" in out and "by error type: duplicated_step 1, wrong_operation 1" in out
+    assert "did not apply" not in out  # "Say hi." allows no error: skipped, not a fallback
+    want = tmp_path / "api.jsonl"
+    derive_file(src, want, error_types=["wrong_operation", "duplicated_step"], per_problem=2, seed=3)
+    assert [without_times(t) for t in read_traces(tmp_path / "cli.jsonl")] == \
+        [without_times(t) for t in read_traces(want)]
+
+
+def test_cli_env_arith(tmp_path, capsys):
+    code, out, _ = run_cli(["data", "derive", "--env", "arith", "--problems", "6", "--steps", "2-5",
+                            "--distractors", "1", "--env-seed", "101", str(tmp_path / "e.jsonl")], capsys)
+    assert code == 0 and "from 6 of 6 problems" in out
+    problems, _ = load_problems(env="arith", n=6, steps="2-5", distractors=1, env_seed=101)
+    derive_file(problems, tmp_path / "api.jsonl")
+    assert [without_times(t) for t in read_traces(tmp_path / "e.jsonl")] == \
+        [without_times(t) for t in read_traces(tmp_path / "api.jsonl")]
+    code, _, err = run_cli(["data", "derive", "--env", "arith", "a.jsonl", "b.jsonl"], capsys)
+    assert code != 0 and "give only OUT" in err
+    code, _, err = run_cli(["data", "derive", str(tmp_path / "e.jsonl"), str(tmp_path / "x.jsonl"), "-e", "nope"],
+                           capsys)
+    assert code != 0 and "unknown error type" in err
+
+
+@pytest.mark.realdata
+def test_gsm8k_test_rows(shared_data):
+    refs = [t for _, t in zip(range(150), read(shared_data / "gsm8k" / "test.jsonl"), strict=False)]
+    report = DeriveReport()
+    ts = list(inject_errors(refs, per_problem=3, correct_fraction=0.0, report=report))
+    assert report.problems == 150 and not report.skipped and report.short == 0
+    assert set(report.by_type) == set(ERROR_TYPES)
+    by_id = {r.id: r for r in refs}
+    for t in ts:
+        d = t.meta["derived"]
+        k, et = d["step"], d["error_type"]
+        ref = by_id[d["from"]]
+        clean = [s.text.replace("<<", "\0").split("\0")[0] for s in ref.steps]  # text before any annotation
+        assert values(t) == [1] * k + [-1] + [None] * (len(t.steps) - k - 1)
+        assert "<<" not in t.text and ">>" not in t.text
+        # the steps before the wrong one are the reference's (annotations stripped)
+        for i in range(k if et != "dropped_step" else d["dropped"]):
+            assert t.steps[i].text.startswith(clean[i])
+        assert (t.outcome == "correct") == (et == "right_answer_wrong_step"), (et, t.final_answer, ref.final_answer)
+
+
+@pytest.mark.realdata
+def test_math_rows_skip_what_does_not_parse(shared_data):
+    rows = [t for _, t in zip(range(30), read(shared_data / "math500" / "test.jsonl"), strict=False)]
+    report = DeriveReport()
+    ts = list(inject_errors(rows, correct_fraction=0.0, report=report))
+    assert report.items == 30 and report.problems + report.skipped["no error type applies"] == 30
+    assert report.problems > 0 and len(ts) == report.problems
+    for t in ts:
+        k = t.meta["derived"]["step"]
+        assert values(t) == [1] * k + [-1] + [None] * (len(t.steps) - k - 1)
