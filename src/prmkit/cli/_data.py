@@ -239,8 +239,10 @@ def derive(
     distractors: Annotated[int, typer.Option(help="arith: irrelevant quantities per problem.")] = 0,
     env_seed: Annotated[int, typer.Option(help="arith: which problem set.")] = 0,
 ) -> None:
-    """Wrong traces with their first wrong step known: errors injected into reference solutions, labels
-    by construction (source "synthetic", each naming its error type).
+    """Inject errors into reference solutions: wrong traces whose first wrong step is known.
+
+    Labels by construction (source "synthetic", each naming its error type); later steps continue
+    from the wrong value. A problem without a usable reference is skipped and counted.
 
     Example: prmkit data derive gsm8k/train.jsonl derived.jsonl --per-problem 3 --seed 0
     Example: prmkit data derive --env arith --problems 400 --steps 2-5 --distractors 1 --env-seed 101 out.jsonl
