@@ -228,7 +228,7 @@ def test_max_length_drops_trailing_steps_of_a_decoder(tiny_model, name):
     full = RewardModel(model, tok, convention=name)
     t = TRACES[1]
     e = full.encode(t)
-    cut = RewardModel(model, tok, convention=name, max_length=e.positions[-1])
+    cut = RewardModel(model, tok, convention=name, max_length=e.positions[-1], long="truncate")
     assert cut.encode(t).positions == e.positions[:-1]
     got, want = cut.score([t])[0], full.score([t])[0]
     assert got[-1] is None and got[:-1] == pytest.approx(want[:-1], abs=1e-5)

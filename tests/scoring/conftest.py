@@ -92,11 +92,12 @@ def _spread_head(model) -> None:
 
 @pytest.fixture(scope="session")
 def make_rm():
-    """``make_rm(name, kind="prm", max_length=None)`` -> a :class:`RewardModel` on a tiny seeded model
-    (built once per name and reused; tests must not change the weights)."""
+    """``make_rm(name, kind="prm", max_length=None, long="window")`` -> a :class:`RewardModel` on a tiny
+    seeded model (built once per name and reused; tests must not change the weights)."""
     built: dict = {}
 
-    def make(name: str, *, kind: str = "prm", max_length: int | None = None, sliding_window=None):
+    def make(name: str, *, kind: str = "prm", max_length: int | None = None, sliding_window=None,
+             long: str = "window"):
         key = (name, sliding_window)
         if key not in built:
             torch.manual_seed(SEED)
@@ -105,7 +106,8 @@ def make_rm():
             built[key] = (model.eval(), tok)
         model, tok = built[key]
         conv = "prmkit" if name == "bert" else name
-        return RewardModel(model, tok, convention=conv, kind=kind, max_length=max_length, name=f"tiny-{name}")
+        return RewardModel(model, tok, convention=conv, kind=kind, max_length=max_length, name=f"tiny-{name}",
+                           long=long)
 
     return make
 

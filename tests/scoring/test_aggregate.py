@@ -66,7 +66,7 @@ def test_trace_score_uses_these():
 
 
 def test_score_traces_prm_and_orm(make_rm, mixed_traces):
-    rm = make_rm("prmkit", max_length=85)
+    rm = make_rm("prmkit", max_length=85, long="truncate")  # steps past it stay None
     traces = mixed_traces[:4]
     want = [rm.score([t])[0] for t in traces]
     assert any(None in w for w in want)

@@ -70,10 +70,11 @@ def test_incremental_equals_one_at_a_time(name, make_rm, mixed_traces, make_trac
 
 @pytest.mark.parametrize("name", ["qwen2.5-math-prm", "math-shepherd", "rlhflow", "prmkit"])
 def test_truncated_traces(name, make_rm, mixed_traces, make_trace):
-    """``max_length`` cuts trailing steps (scored None) exactly as RewardModel.score does."""
+    """``max_length`` cuts trailing steps (scored None with ``long="truncate"``) exactly as
+    RewardModel.score does."""
     full = make_rm(name)
     lengths = sorted(len(full.encode(t)) for t in mixed_traces)
-    rm = make_rm(name, max_length=lengths[len(lengths) // 2])
+    rm = make_rm(name, max_length=lengths[len(lengths) // 2], long="truncate")
     traces = mixed_traces + [extend(make_trace, t, "One more step here.") for t in mixed_traces[:3]]
     want = one_at_a_time(rm, traces)
     assert any(None in s for s in want)

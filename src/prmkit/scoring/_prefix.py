@@ -19,6 +19,10 @@ ids continue each row's own past. Keys in the KV already carry their rotary posi
 never moves them. The results equal :meth:`RewardModel.score` up to float rounding (tested to 1e-4
 on every decoder convention).
 
+A PRM's steps past ``max_length`` are scored as :meth:`RewardModel.score` scores them (``rm.long``:
+windows of their own, by default, or ``None``); the windows run after the traces' first inputs, and
+share with them (and each other) the rendered problem and the steps they have in common.
+
 Encoders (bidirectional: a prefix's outputs depend on what follows) and models this path does not
 know how to drive (remote code, non-attention layers, inputs longer than a sliding window) are
 scored the plain way, one padded forward pass per batch, as :meth:`RewardModel.score` does.
@@ -288,33 +292,33 @@ class PrefixCachingScorer:
 
     # -- scoring --------------------------------------------------------------------------------------
     def score(self, traces: Sequence[Trace]) -> list[list[float | None]]:
-        """Per trace: P(correct) of every step (PRM; ``None`` for steps cut by ``max_length``), or a
+        """Per trace: P(correct) of every step (PRM; past ``max_length`` as ``rm.long`` says), or a
         one-element list with P(trace correct) (ORM); equal to ``rm.score(traces)`` up to rounding."""
         torch = _torch()
-        encoded = [self.rm.encode(t) for t in traces]
+        parts = [self.rm.encode_all(t) for t in traces]
+        encoded = [e for p in parts for e in p if not e.is_window]
+        windows = [e for p in parts for e in p if e.is_window]
         self.stats.calls += 1
-        self.stats.traces += len(encoded)
-        self.stats.tokens_requested += sum(len(e) for e in encoded)
-        if not encoded:
+        self.stats.traces += len(parts)
+        self.stats.tokens_requested += sum(len(e) for e in encoded) + sum(len(w) for w in windows)
+        if not parts:
             return []
         model = self.rm.model
         was_training = model.training
         model.eval()
         try:
             with torch.inference_mode(), self.precision.autocast(self.rm.device):
-                if self.supported and not self._window_exceeded(encoded):
-                    probs = self._score_cached(encoded)
-                else:
-                    probs = self._score_plain(encoded)
+                probs = self._probs(encoded) if encoded else []
+                rest = self._probs(windows) if windows else []
         finally:
             model.train(was_training)
-        results: list[list[float | None]] = []
-        for e, p in zip(encoded, probs, strict=True):
-            scores: list[float | None] = list(p)
-            if self.kind == "prm":
-                scores += [None] * e.dropped
-            results.append(scores)
-        return results
+        return self.rm.join_scores(parts, probs, rest)
+
+    def _probs(self, encoded: Sequence[Encoded]) -> list[list[float]]:
+        """P(correct) at every position of every input, reusing KV where this class can."""
+        if self.supported and not self._window_exceeded(encoded):
+            return self._score_cached(encoded)
+        return self._score_plain(encoded)
 
     def _window_exceeded(self, encoded: Sequence[Encoded]) -> bool:
         """A sliding window shorter than an input: the padded-past mask would misplace the window."""
