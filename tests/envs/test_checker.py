@@ -93,3 +93,25 @@ def test_path_values_accept_reorderings_that_reach_the_answer():
     assert path_values(mixed) == [20, 60]  # 9 * 3 + 11 = 38 is not the answer: not a valid path
     c = SymbolicChecker(given=[10, 5, 7], values=path_values(add_two), strict_path=True)
     assert [k.verdict for k in c.check_steps(["10 + 7 = 17", "17 + 5 = 22"])] == ["correct"] * 2
+
+
+def test_a_solution_that_stops_early_has_a_wrong_answer_step():
+    """Every step valid, one operation left out: the answer line is the first wrong step (strict mode
+    only, where the true answer is known); after an earlier wrong step it keeps its own verdict."""
+    from prmkit.envs import ArithConfig, ArithEnv
+
+    p = ArithEnv(ArithConfig(steps=2, seed=3)).problem(0)
+    first, _second, _ = p.solution.split("\n")
+    stopped = [first, f"The answer is {p.meta['arith']['values'][0]}."]
+    checks = SymbolicChecker.for_problem(p, strict_path=True).check_steps(stopped)
+    assert [c.verdict for c in checks] == ["correct", "wrong_answer"]
+    assert "the problem's answer is " + p.answer in checks[1].reason
+    # Not strict: nothing knows the true answer, so the line follows from the steps and passes.
+    assert SymbolicChecker.for_problem(p).check_steps(stopped)[1].verdict == "correct"
+    # The whole reference solution passes.
+    assert all(c.ok for c in SymbolicChecker.for_problem(p, strict_path=True).check_steps(p.solution.split("\n")))
+    # After a wrong step, a consistent answer line is not flagged again.
+    value = p.meta["arith"]["values"][0]
+    slipped = [first.replace(f"= {value}.", f"= {value + 1}."), f"The answer is {value + 1}."]
+    verdicts = [c.verdict for c in SymbolicChecker.for_problem(p, strict_path=True).check_steps(slipped)]
+    assert verdicts[0] == "arithmetic_error" and verdicts[1] == "correct"

@@ -12,6 +12,12 @@ and gives the step one verdict:
   and ``strict_path=True``): a correct computation whose result is not a quantity of the problem;
 - ``unsupported_answer`` (in :meth:`SymbolicChecker.check_steps`): a final "The answer is N" line whose
   N is not the value the steps before it derived last;
+- ``wrong_answer`` (only when the problem's true answer is known, as in the ``arith`` environment, and
+  ``strict_path=True``): a final-answer line after valid steps only, which follows from them but is not
+  the problem's answer — a solution that stopped before its last operation. Without this verdict such a
+  trace has no wrong step at all, and a PRM trained on it learns that stopping early is safe. (After an
+  earlier wrong step, an answer line that follows from the steps keeps its own verdict: the first error
+  is already found, and the hand-labelled fixture judges such lines as consistent continuations.)
 - ``correct``: every claim checks out;
 - ``no_claim``: the step claims no number (a plan, a restatement) — nothing to check.
 
@@ -37,7 +43,7 @@ __all__ = ["SymbolicChecker", "StepCheck", "Computation", "VERDICTS", "numbers_i
            "parse_number"]
 
 VERDICTS = ("correct", "arithmetic_error", "unknown_quantity", "wrong_value", "unsupported_answer",
-            "no_claim")
+            "wrong_answer", "no_claim")
 _ANSWER_RE = re.compile(r"answer is:?\s*\$?\\?(?:boxed\{)?\s*(-?\d[\d,]*(?:\.\d+)?)", re.IGNORECASE)
 
 _NUM = r"(?<![\w.])\$?-?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d,]\d)|(?<![\w.])\$?-?\d+(?:\.\d+)?"
@@ -183,10 +189,14 @@ class SymbolicChecker:
     name = "symbolic"
 
     def __init__(self, given: Iterable[Any], *, values: Sequence[Any] | None = None,
-                 strict_path: bool = False, constants: Iterable[Any] = DEFAULT_CONSTANTS) -> None:
+                 strict_path: bool = False, constants: Iterable[Any] = DEFAULT_CONSTANTS,
+                 answer: Any = None) -> None:
         self.given = {Fraction(str(g)) if not isinstance(g, Fraction) else g for g in given}
         self.values = [Fraction(str(v)) for v in values] if values is not None else None
         self.strict_path = strict_path and self.values is not None
+        #: The problem's true answer (``arith``): with ``strict_path``, a final-answer line stating
+        #: anything else is ``wrong_answer``.
+        self.answer = Fraction(str(answer)) if answer is not None else None
         self.constants = {Fraction(str(c)) if not isinstance(c, Fraction) else c for c in constants}
 
     @classmethod
@@ -197,6 +207,8 @@ class SymbolicChecker:
         if meta:
             # The list of given numbers is exact here: no step may use a 1 or a 2 the story lacks.
             kwargs.setdefault("constants", ())
+            final = meta["values"][-1] if meta.get("values") else meta.get("start")
+            kwargs.setdefault("answer", final)
             return cls(meta["given"], values=path_values(meta), **kwargs)
         return cls(numbers_in_text(problem.text), **kwargs)
 
@@ -244,7 +256,8 @@ class SymbolicChecker:
         """Check the steps of one trace in order (each may use what earlier steps derived).
 
         A final-answer line ("The answer is N") must give the value the steps before it derived
-        last; otherwise it is ``unsupported_answer``.
+        last; otherwise it is ``unsupported_answer``. After valid steps only, it must also be the
+        problem's answer where that is known (``strict_path``); otherwise it is ``wrong_answer``.
         """
         known = set(self.given) | set(self.constants)
         checks: list[StepCheck] = []
@@ -259,6 +272,11 @@ class SymbolicChecker:
                     chk.reason = (f"answers {_fmt(claimed)} but "
                                   + ("nothing was derived before" if last is None
                                      else f"the steps derived {_fmt(last)}"))
+                elif (self.strict_path and self.answer is not None and claimed != self.answer
+                      and all(c.ok for c in checks)):
+                    chk.verdict = "wrong_answer"
+                    chk.reason = (f"answers {_fmt(claimed)}, which the steps derived, but the problem's "
+                                  f"answer is {_fmt(self.answer)} (a step is missing or wrong)")
             if chk.computations:
                 last = chk.computations[-1].claimed
             elif chk.stated and not m:
