@@ -40,6 +40,27 @@ def _pts(d: dict) -> str:
     return f"{100 * d['diff']:+.1f} points [{100 * d['lo']:+.1f}, {100 * d['hi']:+.1f}]"
 
 
+def _within_problem_auroc(traces, key: str) -> tuple[float, int]:
+    """Mean over problems (with right and wrong samples) of the AUROC of ``meta.scores[key]`` for a
+    right final answer among that problem's samples (ties count half)."""
+    from prmkit.traces import is_correct
+
+    groups: dict[str, list] = {}
+    for t in traces:
+        v = (t.meta.get("scores") or {}).get(key)
+        ok = is_correct(t)
+        if v is not None and ok is not None:
+            groups.setdefault(t.problem.id or t.problem.text, []).append((v, ok))
+    aucs = []
+    for rows in groups.values():
+        pos = [v for v, ok in rows if ok]
+        neg = [v for v, ok in rows if not ok]
+        if pos and neg:
+            wins = sum((p > q) + 0.5 * (p == q) for p in pos for q in neg)
+            aucs.append(wins / (len(pos) * len(neg)))
+    return (sum(aucs) / len(aucs) if aucs else float("nan")), len(aucs)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--prm", required=True, help="PRM: a checkpoint folder, or default")
@@ -103,6 +124,11 @@ def main(argv: list[str] | None = None) -> int:
     sm = step_metrics_for(traces, key="prm", label_source="symbolic").to_dict()
     print(f"\nstep metrics vs symbolic labels: AUROC {sm['auroc']:.3f}  F1(error) {sm['f1_error']:.3f}  "
           f"on {sm['n']} labelled steps")
+    within = _within_problem_auroc(traces, "prm:min")
+    print(f"within-problem AUROC of the trace score (min) for a right answer: {within[0]:.3f} over "
+          f"{within[1]} problems with right and wrong samples (0.5: no better than chance; what "
+          f"best-of-N needs, unlike the pooled step AUROC)" if within[1] else
+          "within-problem AUROC: no problem has both right and wrong samples")
     probes = run_probes(prm, traces, key="prm", score=False, label_source="symbolic", aggregate="min",
                         seed=args.seed, gaming_traces=args.gaming_traces, probes=["collapse", "gaming"])
     col, gam = probes["collapse"], probes["gaming"]
