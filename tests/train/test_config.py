@@ -89,7 +89,7 @@ def test_bad_files(tmp_path):
         load_config("nope.yaml")
 
 
-SHIPPED = ["minilm", "qwen2.5-math-7b-gpu", "smollm2-lora", "tiny"]
+SHIPPED = ["default-orm", "default-prm", "minilm", "qwen2.5-math-7b-gpu", "smollm2-lora", "tiny"]
 
 
 def test_the_shipped_configs_are_listed():
@@ -101,8 +101,9 @@ def test_every_shipped_config_loads(name):
     cfg = load_config(name, ["train=[x.jsonl]"])
     assert isinstance(cfg, TrainConfig) and cfg.train == ["x.jsonl"] and cfg.validate() == []
     first = example_configs()[name].read_text().splitlines()[0]
-    assert first.startswith("# ") and f"prmkit train prm --config {name} " in first  # how to run it
-    assert (cfg.lora is not None) == ("lora" in name)
+    kind = "orm" if name.endswith("-orm") else "prm"
+    assert first.startswith("# ") and f"prmkit train {kind} --config {name} " in first  # how to run it
+    assert (cfg.lora is not None) == (name in ("smollm2-lora", "default-prm", "default-orm"))
 
 
 def test_a_saved_config_loads_back_equal(tmp_path):
