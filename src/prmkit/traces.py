@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from prmkit.data import answers_equal, extract_answer_is, extract_boxed
+from prmkit.data import answers_equal, states_answer
 from prmkit.errors import PrmkitError
 from prmkit.trace import Problem, Trace
 
@@ -99,12 +99,6 @@ def is_correct(trace: Trace) -> bool | None:
         return None
     answer = final_answer(trace)
     return answer is not None and answers_equal(answer, trace.problem.answer)
-
-
-def states_answer(step: str) -> bool:
-    """Whether a step states the final answer ("The answer is 8.", a ``\\boxed{}``), which ends a
-    search path. The last number of any step is not enough: most steps end with one."""
-    return extract_answer_is(step) is not None or extract_boxed(step) is not None
 
 
 def problem_key(problem: Problem) -> str:

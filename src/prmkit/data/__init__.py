@@ -10,6 +10,7 @@ from prmkit.data._answers import (
     extract_gsm8k,
     extract_last_number,
     normalize_answer,
+    states_answer,
 )
 from prmkit.data._convert import convert
 from prmkit.data._derive import (
@@ -40,6 +41,7 @@ from prmkit.data._hf import (
     to_hf_dataset,
     write_parquet,
 )
+from prmkit.data._inject import arith_path_values
 from prmkit.data._prm800k import prm800k_alternatives
 from prmkit.data._prmbench import prmbench_original
 from prmkit.data._reference import strip_calculations
@@ -60,7 +62,7 @@ __all__ = [
     "arrow_schema", "decode_rows", "from_hf_dataset", "read_parquet", "to_hf_dataset",
     "write_parquet",
     "answers_equal", "extract_answer", "extract_answer_is", "extract_boxed", "extract_gsm8k",
-    "extract_last_number", "normalize_answer", "parse_calculations", "EQUALITY_METHODS",
+    "extract_last_number", "normalize_answer", "states_answer", "arith_path_values", "parse_calculations", "EQUALITY_METHODS",
     "SPLITTERS", "Splitter", "get_splitter", "messages_to_trace", "register_splitter", "split_trace",
     "trace_to_messages",
     "prm800k_alternatives", "prmbench_original",

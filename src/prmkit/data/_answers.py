@@ -63,7 +63,7 @@ from prmkit.errors import MissingDependencyError, PrmkitError
 __all__ = [
     "EXTRACTORS", "AUTO_ORDER", "extract_answer", "extract_boxed", "extract_gsm8k",
     "extract_answer_is", "extract_last_number", "answers_equal", "normalize_answer",
-    "math_verify_available", "EQUALITY_METHODS",
+    "math_verify_available", "EQUALITY_METHODS", "states_answer",
 ]
 
 # -- extraction ---------------------------------------------------------------------------------------
@@ -476,3 +476,13 @@ def answers_equal(pred: str | None, ref: str | None, *, method: str = "auto",
     if verdict is not None:
         return verdict
     return _fallback_equal(pred, ref)
+
+
+def states_answer(step: str) -> bool:
+    """Whether a step states the final answer ("The answer is 8.", a ``\\boxed{}``), which ends a
+    solution. The last number of any step is not enough: most steps end with one.
+
+    >>> states_answer("The answer is 8."), states_answer("5 + 3 = 8.")
+    (True, False)
+    """
+    return extract_answer_is(step) is not None or extract_boxed(step) is not None

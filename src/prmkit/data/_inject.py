@@ -213,20 +213,22 @@ def _render(text: str, rep: dict[tuple[int, int], str], lo: int = 0, hi: int | N
     return "".join(out) + text[at:hi]
 
 
-def _arith_path_values(meta: dict[str, Any]) -> set[Fraction]:
-    """Every intermediate value along an order of the operations that reaches the true answer (the
-    symbolic checker accepts a valid reordering, so an injected wrong value must avoid them all)."""
+def arith_path_values(meta: dict[str, Any]) -> list[Fraction]:
+    """Every intermediate value of an ``arith`` problem (``problem.meta["arith"]``) along any order of
+    its operations that still reaches the true answer (adding 5 then 7 or 7 then 5 are both valid
+    paths): what the symbolic checker accepts in strict mode, and what an injected wrong value must
+    avoid."""
     ops = [(o["op"], Fraction(o["operand"])) for o in meta["ops"]]
     target = Fraction(meta["values"][-1]) if meta["values"] else Fraction(meta["start"])
     values = {Fraction(v) for v in meta["values"]}
-    for order in set(permutations(ops)) if len(ops) <= 6 else ():
+    for order in set(permutations(ops)) if len(ops) <= 6 else ():  # at most 720 orders
         x, seen = Fraction(meta["start"]), []
         for op, b in order:
             x = _FNS[op](x, b)
             seen.append(x)
         if x == target:
             values.update(seen)
-    return values
+    return sorted(values)
 
 
 @dataclass
@@ -270,7 +272,7 @@ def _plan(ref: _Reference) -> _Plan:
                 chain = False
                 break
             prev = ln.eqs[0].result.value
-        forbidden = set(problem_numbers) | derived | _arith_path_values(meta)
+        forbidden = set(problem_numbers) | derived | set(arith_path_values(meta))
         return _Plan(ref, lines, chain, problem_numbers, forbidden, forbidden, chain)
     text = ref.problem.text
     problem_numbers = sorted({_value(m.group()) for m in _UNUM_RE.finditer(text)})

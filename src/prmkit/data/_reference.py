@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from prmkit.data._answers import answers_equal, extract_answer, extract_answer_is, extract_boxed
+from prmkit.data._answers import answers_equal, extract_answer, states_answer
 from prmkit.data._gsm8k import parse_calculations
 from prmkit.errors import PrmkitError
 from prmkit.trace import Problem, Step, StepLabel, Trace
@@ -31,12 +31,6 @@ def strip_calculations(text: str) -> str:
     '48/2 = 24 clips'
     """
     return _CALC_RE.sub("", text)
-
-
-def states_answer(step: str) -> bool:
-    """Whether a step states the final answer (what :func:`prmkit.traces.states_answer` says; read
-    here from the answer extractors, which ``prmkit.traces`` itself imports from this package)."""
-    return extract_answer_is(step) is not None or extract_boxed(step) is not None
 
 
 def _decimal(text: str) -> Decimal | None:

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from prmkit.data import arith_path_values
 from prmkit.provenance import LabelProvenance
 from prmkit.trace import StepLabel, Trace
 
@@ -346,25 +347,8 @@ class SymbolicChecker:
         return checks
 
 
-def path_values(meta: dict[str, Any]) -> list[Fraction]:
-    """Every intermediate value of an ``arith`` problem along any order of its operations that still
-    reaches the true answer (adding 5 then 7 or 7 then 5 are both valid paths), so strict checking
-    does not flag a valid reordering."""
-    from itertools import permutations
-
-    fns = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv}
-    ops = [(o["op"], Fraction(o["operand"])) for o in meta["ops"]]
-    target = Fraction(meta["values"][-1]) if meta["values"] else Fraction(meta["start"])
-    values = {Fraction(v) for v in meta["values"]}
-    if len(ops) <= 6:  # at most 720 orders
-        for order in set(permutations(ops)):
-            x, seen = Fraction(meta["start"]), []
-            for op, b in order:
-                x = fns[op](x, b)
-                seen.append(x)
-            if x == target:
-                values.update(seen)
-    return sorted(values)
+#: Every valid intermediate value of an arith problem (kept under its old name here).
+path_values = arith_path_values
 
 
 def _is_label_number(text: str, start: int, end: int) -> bool:
