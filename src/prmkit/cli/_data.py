@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from prmkit.cli._help import names
+from prmkit.cli._options import DistractorsOpt, EnvSeedOpt, MaxOperandOpt, OpsOpt, StepsOpt
 from prmkit.data import ERROR_TYPES, FORMATS, ImportReport, detect_format, read
 from prmkit.data import convert as convert_file
 from prmkit.errors import PrmkitError
@@ -233,11 +234,11 @@ def derive(
     env: Annotated[str | None, typer.Option(help="Problems from a built-in environment (arith) instead of IN.")] = None,
     problems: Annotated[int, typer.Option(help="--env: how many problems.")] = 50,
     start: Annotated[int, typer.Option(help="--env: index of the first problem.")] = 0,
-    steps: Annotated[str, typer.Option(help="arith: operations per problem, N or MIN-MAX (1-6).")] = "3",
-    ops: Annotated[str, typer.Option(help="arith: operations to draw from.")] = "+-*",
-    max_operand: Annotated[int, typer.Option(help="arith: largest number in a problem.")] = 20,
-    distractors: Annotated[int, typer.Option(help="arith: irrelevant quantities per problem.")] = 0,
-    env_seed: Annotated[int, typer.Option(help="arith: which problem set.")] = 0,
+    steps: StepsOpt = "3",
+    ops: OpsOpt = "+-*",
+    max_operand: MaxOperandOpt = 20,
+    distractors: DistractorsOpt = 0,
+    env_seed: EnvSeedOpt = 0,
 ) -> None:
     """Inject errors into reference solutions: wrong traces whose first wrong step is known.
 

@@ -10,6 +10,7 @@ from rich.console import Console
 
 from prmkit.cli._data import parse_options
 from prmkit.cli._help import policy_help
+from prmkit.cli._options import DistractorsOpt, EnvSeedOpt, MaxOperandOpt, OpsOpt, StepsOpt
 
 console = Console()
 
@@ -28,11 +29,11 @@ def generate(
     n: Annotated[int, typer.Option("-n", help="Samples per problem.")] = 8,
     problems: Annotated[int, typer.Option(help="How many problems.")] = 50,
     start: Annotated[int, typer.Option(help="Index of the first problem.")] = 0,
-    steps: Annotated[str, typer.Option(help="arith: operations per problem, N or MIN-MAX (1-6).")] = "3",
-    ops: Annotated[str, typer.Option(help="arith: operations to draw from.")] = "+-*",
-    max_operand: Annotated[int, typer.Option(help="arith: largest number in a problem.")] = 20,
-    distractors: Annotated[int, typer.Option(help="arith: irrelevant quantities per problem.")] = 0,
-    env_seed: Annotated[int, typer.Option(help="arith: which problem set.")] = 0,
+    steps: StepsOpt = "3",
+    ops: OpsOpt = "+-*",
+    max_operand: MaxOperandOpt = 20,
+    distractors: DistractorsOpt = 0,
+    env_seed: EnvSeedOpt = 0,
     shots: Annotated[int | None, typer.Option(
         help="Worked examples in the prompt (default: 0 for the tuned default policy, else 2).")] = None,
     temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.7,

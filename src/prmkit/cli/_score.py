@@ -18,6 +18,7 @@ from rich.console import Console
 
 from prmkit.cli._data import parse_options
 from prmkit.cli._help import check_aggregator, names, policy_help
+from prmkit.cli._options import EnvSeedOpt, MaxOperandOpt, OpsOpt, StepsOpt
 from prmkit.data import FORMATS
 from prmkit.scoring import AGGREGATORS, SCORERS
 from prmkit.search import SEARCHES, SELECTORS
@@ -120,10 +121,10 @@ def search(
     data_format: Annotated[str | None, typer.Option("--data-format", help="Format of --data.")] = None,
     problems: Annotated[int, typer.Option(help="How many problems.")] = 20,
     start: Annotated[int, typer.Option(help="Index of the first problem.")] = 0,
-    steps: Annotated[str, typer.Option(help="arith: operations per problem, N or MIN-MAX (1-6).")] = "3",
-    ops: Annotated[str, typer.Option(help="arith: operations to draw from.")] = "+-*",
-    max_operand: Annotated[int, typer.Option(help="arith: largest number in a problem.")] = 20,
-    env_seed: Annotated[int, typer.Option(help="arith: which problem set.")] = 0,
+    steps: StepsOpt = "3",
+    ops: OpsOpt = "+-*",
+    max_operand: MaxOperandOpt = 20,
+    env_seed: EnvSeedOpt = 0,
     policy: Annotated[str | None, typer.Option(help=policy_help("Backend"))] = None,
     policy_arg: Annotated[list[str] | None, typer.Option(
         "--policy-arg", "-p", help="Policy argument KEY=VALUE (repeatable).")] = None,
