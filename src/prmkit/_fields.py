@@ -7,6 +7,7 @@ path (``label.steps[3].rating``) instead of a ``KeyError`` deep inside a loop.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -29,6 +30,17 @@ def _is(value: Any, types: tuple[type, ...]) -> bool:
     if isinstance(value, int) and float in types:
         return True
     return isinstance(value, types)
+
+
+def _not_finite(value: Any) -> str | None:
+    """``"NaN"`` / ``"inf"`` / ``"-inf"`` for a float that is not a finite number, else None.
+
+    JSON has no NaN or infinity, but Python's reader accepts ``NaN`` and ``Infinity``: such a score
+    would win every ``max`` it meets, so numbers are refused at the edge, where the line is known.
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return None
 
 
 class Fields:
@@ -75,6 +87,8 @@ class Fields:
         value = self.obj[key]
         if not _is(value, types):
             raise self.error(key, f"expected {_describe(types)}, got {_describe((type(value),))}")
+        if (bad := _not_finite(value)) is not None:
+            raise self.error(key, f"expected a finite number, got {bad}")
         return value
 
     def str(self, key: str, default: Any = _MISSING, *, nullable: bool = False) -> Any:
@@ -90,6 +104,9 @@ class Fields:
         if not _is(value, types):
             raise FormatError(f"expected {_describe(types)}, got {_describe((type(value),))}",
                               path=self.path, line=self.line, field=f"{self.where(key)}[{index}]")
+        if (bad := _not_finite(value)) is not None:
+            raise FormatError(f"expected a finite number, got {bad}", path=self.path, line=self.line,
+                              field=f"{self.where(key)}[{index}]")
         return value
 
     def typed_list(self, key: str, types: type | tuple[type, ...], default: Any = _MISSING, *,

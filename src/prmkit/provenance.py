@@ -20,14 +20,72 @@ that dict's keys, in its order, null values included, so ``E.from_dict(d, n).to_
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 __all__ = [
+    "REDACTED", "is_secret_name", "redact_secrets",
     "PolicyRef", "GenerateProvenance", "LabelProvenance", "ScoreProvenance", "SearchProvenance",
     "GuidedProvenance", "SelectProvenance", "TrainProvenance", "STAGE_ENTRIES", "parse",
 ]
+
+
+# -- secrets -------------------------------------------------------------------------------------------
+# A policy or judge argument that authenticates (``-p api_key=...``) must reach the backend but never a
+# file, a log or a message. Every record that keeps arguments (``StepLabel.args``, ``Provenance.args``,
+# the label store's run setup, a ``PolicySpec`` described) passes them through :func:`redact_secrets`.
+
+#: What a secret's value is replaced by.
+REDACTED = "<redacted>"
+
+_SECRET_WORDS = {"authorization", "auth", "password", "passwd", "passphrase", "secret", "headers",
+                 "header", "cookie", "cookies", "credential", "credentials", "apikey", "bearer"}
+#: ``*_token`` names that are vocabulary, not credentials (``eos_token``, ``placeholder_token``).
+_VOCAB_TOKENS = {"bos", "eos", "pad", "unk", "sep", "cls", "mask", "placeholder", "stop", "step",
+                 "start", "end", "special", "label", "reward", "verdict", "good", "bad", "positive",
+                 "negative", "split", "image"}
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether an argument called ``name`` holds a credential (case-insensitive): ``api_key``,
+    ``token`` / ``hf_token`` / ``access_token``, ``authorization``, ``password``, ``secret``,
+    ``headers``, ``cookie``, ``credentials``, ...; counts such as ``max_new_tokens`` and vocabulary
+    such as ``eos_token`` are not.
+
+    >>> [is_secret_name(n) for n in ("api_key", "X-Api-Key", "hf_token", "Authorization", "headers")]
+    [True, True, True, True, True]
+    >>> [is_secret_name(n) for n in ("max_new_tokens", "eos_token", "tokenizer", "base_url", "key")]
+    [False, False, False, False, False]
+    """
+    words = [w for w in re.split(r"[^a-z0-9]+", re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()) if w]
+    if not words:
+        return False
+    if any(w in _SECRET_WORDS for w in words):
+        return True
+    if any(a in ("api", "private", "access", "client", "signing") and b == "key"
+           for a, b in zip(words, words[1:], strict=False)):
+        return True
+    return words[-1] == "token" and not (len(words) == 2 and words[0] in _VOCAB_TOKENS)
+
+
+def redact_secrets(value: Any) -> Any:
+    """``value`` with the value of every key :func:`is_secret_name` flags replaced by
+    :data:`REDACTED`, at any depth of dicts and lists; other values are kept as they are (the same
+    objects where nothing was redacted, so a record without secrets is written unchanged).
+
+    >>> redact_secrets({"policy": {"kwargs": {"api_key": "sk-1", "model": "m"}}, "max_new_tokens": 64})
+    {'policy': {'kwargs': {'api_key': '<redacted>', 'model': 'm'}}, 'max_new_tokens': 64}
+    """
+    if isinstance(value, Mapping):
+        out = {k: (REDACTED if isinstance(k, str) and is_secret_name(k) and v is not None
+                   else redact_secrets(v)) for k, v in value.items()}
+        return value if all(out[k] is v for k, v in value.items()) and isinstance(value, dict) else out
+    if isinstance(value, list):
+        items = [redact_secrets(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    return value
 
 
 @dataclass

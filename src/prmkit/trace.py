@@ -25,7 +25,7 @@ from typing import Any, Literal
 from prmkit._fields import Fields
 from prmkit._jsonio import ensure_parent, iter_json_records, open_text, write_jsonl_line
 from prmkit.errors import FormatError
-from prmkit.provenance import Entry
+from prmkit.provenance import Entry, redact_secrets
 from prmkit.provenance import parse as parse_provenance
 
 __all__ = [
@@ -85,6 +85,9 @@ class StepLabel:
             raise ValueError(f"a hard label is -1, 0 or 1, got {self.value!r}")
         if self.kind not in ("hard", "soft"):
             raise ValueError(f"label kind is 'hard' or 'soft', got {self.kind!r}")
+        if self.kind == "soft" and (why := soft_value_problem(self.value, self.source)):
+            raise ValueError(why)
+        self.args = redact_secrets(self.args)
 
     @property
     def positive(self) -> bool | None:
@@ -110,8 +113,11 @@ class StepLabel:
         value = f.get("value", (int, float))
         if kind == "hard" and value not in (-1, 0, 1):
             raise f.error("value", f"a hard label is -1, 0 or 1, got {value!r}")
+        source = f.str("source", "human")
+        if kind == "soft" and (why := soft_value_problem(value, source)):
+            raise f.error("value", why)
         rollouts = f.get("rollouts", (int, type(None)), None)
-        return cls(value=value, source=f.str("source", "human"), kind=kind,
+        return cls(value=value, source=source, kind=kind,
                    labeler=f.str("labeler", None, nullable=True), args=f.get("args", dict, {}),
                    model=f.str("model", None, nullable=True), rollouts=rollouts,
                    cost=f.get("cost", dict, {}), time=f.str("time", None, nullable=True),
@@ -198,6 +204,8 @@ class Step:
         for k, v in scores.items():
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 raise f.sub("scores").error(k, "score must be a number")
+            if not 0.0 <= v <= 1.0:  # NaN fails this too
+                raise f.sub("scores").error(k, f"a step score is a probability in [0, 1], got {v!r}")
         return cls(text=f.str("text"), kind=kind, span=tuple(span) if span else None,
                    labels=[StepLabel.from_fields(x)
                            for x in (f.sub_list("labels") if "labels" in f.obj else [])],
@@ -240,6 +248,9 @@ class Provenance:
     args: dict[str, Any] = field(default_factory=dict)
     version: str | None = None
     time: str | None = None
+
+    def __post_init__(self) -> None:
+        self.args = redact_secrets(self.args)
 
     @property
     def typed(self) -> Entry | None:
@@ -356,12 +367,15 @@ class Trace:
         outcome = f.str("outcome", "unknown")
         if outcome not in OUTCOMES:
             raise f.error("outcome", f"must be one of {', '.join(OUTCOMES)}, got {outcome!r}")
+        meta = f.get("meta", dict, {})
+        if "scores" in meta:
+            _check_trace_scores(f.sub("meta"))
         trace = cls(
             id=trace_id, problem=problem_f,
             steps=[Step.from_fields(s) for s in f.sub_list("steps")],
             final_answer=f.str("final_answer", None, nullable=True), outcome=outcome,
             source=f.str("source", None, nullable=True), text=f.str("text", None, nullable=True),
-            meta=f.get("meta", dict, {}),
+            meta=meta,
             provenance=[Provenance.from_fields(p) for p in f.sub_list("provenance")]
             if "provenance" in f.obj else [],
         )
@@ -370,6 +384,32 @@ class Trace:
                 raise FormatError("does not point at the step's text inside the trace's text",
                                   path=f.path, line=f.line, field=f"steps[{i}].span")
         return trace
+
+
+def soft_value_problem(value: float, source: str) -> str | None:
+    """Why ``value`` cannot be a soft label from ``source`` (None when it can): a soft label is a
+    probability in [0, 1]; an ``advantage`` label is a difference of two such (in [-1, 1]).
+    NaN and infinities are refused, as every comparison with them is false.
+
+    >>> soft_value_problem(0.25, "mc_soft") is None, soft_value_problem(-0.5, "advantage") is None
+    (True, True)
+    >>> soft_value_problem(float("nan"), "mc_soft")
+    'a soft label is a probability in [0, 1], got nan'
+    """
+    low = -1.0 if source == "advantage" else 0.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= 1.0:
+        what = "an advantage label lies in [-1, 1]" if low else "a soft label is a probability in [0, 1]"
+        return f"{what}, got {value!r}"
+    return None
+
+
+def _check_trace_scores(meta: Fields) -> None:
+    """``meta.scores`` holds trace scores that selection compares: finite numbers only."""
+    scores = meta.sub("scores")
+    for k, v in scores.obj.items():
+        if v is None:
+            continue
+        scores.get(k, float)
 
 
 # -- streaming JSON Lines ----------------------------------------------------------------------------

@@ -16,14 +16,15 @@ an unscored step is treated the same way everywhere: it gets no entry.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 from prmkit.data import answers_equal, states_answer
 from prmkit.errors import PrmkitError
 from prmkit.trace import Problem, Trace
 
-__all__ = ["stored_scores", "score_keys", "write_scores", "is_correct", "final_answer", "states_answer",
-           "problem_key"]
+__all__ = ["stored_scores", "score_keys", "write_scores", "partly_scored", "is_correct", "final_answer",
+           "states_answer", "problem_key"]
 
 
 # -- scores stored on traces ---------------------------------------------------------------------------
@@ -58,11 +59,20 @@ def write_scores(trace: Trace, scores: Sequence[float | None], *, kind: str, key
     - ORM: ``trace.meta["scores"][key]`` from the one-element list, unless it is None.
     - ``trace_scores``: further trace-level values stored in ``trace.meta["scores"]`` (an aggregated
       PRM score such as ``{"prm:min": 0.4}``); None values are not stored.
+    - A PRM result that leaves steps unscored marks the trace *scored in part*:
+      ``trace.meta["scored_steps"][key]`` is how many steps got a score (absent when all did), so a
+      trace score from the steps that fit is never mistaken for one of the whole trace
+      (:func:`partly_scored`).
 
-    An empty ``meta["scores"]`` is never left behind.
+    NaN and infinite scores are refused. An empty ``meta["scores"]`` is never left behind.
     """
     if kind not in ("prm", "orm"):
         raise PrmkitError(f"kind must be 'prm' or 'orm', got {kind!r}")
+    for what, values in (("step score", scores), ("trace score", list((trace_scores or {}).values()))):
+        bad = next((v for v in values if v is not None and not math.isfinite(v)), None)
+        if bad is not None:
+            raise PrmkitError(f"trace {trace.id!r}: {what} {bad} refused (NaN and infinite scores "
+                              "are never stored)")
     meta = trace.meta.setdefault("scores", {})
     if kind == "orm":
         if len(scores) > 1:
@@ -75,11 +85,42 @@ def write_scores(trace: Trace, scores: Sequence[float | None], *, kind: str, key
         for step, v in zip(trace.steps, scores, strict=False):
             if v is not None:
                 step.scores[key] = v
+        if scores:
+            _mark_scored_steps(trace, key, sum(v is not None for v in scores))
     for name, v in (trace_scores or {}).items():
         if v is not None:
             meta[name] = v
     if not meta:
         del trace.meta["scores"]
+
+
+def _mark_scored_steps(trace: Trace, key: str, scored: int) -> None:
+    marks = trace.meta.get("scored_steps") or {}
+    if scored < len(trace.steps):
+        marks[key] = scored
+    else:
+        marks.pop(key, None)
+    if marks:
+        trace.meta["scored_steps"] = marks
+    else:
+        trace.meta.pop("scored_steps", None)
+
+
+def partly_scored(trace: Trace, key: str) -> bool:
+    """Whether the PRM ``key`` scored only some of ``trace``'s steps (``scored_steps < steps``: steps
+    cut by ``max_length``), so its trace score covers only the steps that fit.
+
+    >>> from prmkit.trace import Problem, Step
+    >>> t = Trace(id="t", problem=Problem("q"), steps=[Step("a"), Step("b"), Step("c")])
+    >>> write_scores(t, [0.9, 0.8, None], kind="prm", key="prm")
+    >>> partly_scored(t, "prm"), t.meta["scored_steps"]
+    (True, {'prm': 2})
+    >>> write_scores(t, [0.9, 0.8, 0.7], kind="prm", key="prm")
+    >>> partly_scored(t, "prm"), "scored_steps" in t.meta
+    (False, False)
+    """
+    marks = trace.meta.get("scored_steps")
+    return isinstance(marks, dict) and key in marks
 
 
 # -- answers -----------------------------------------------------------------------------------------------

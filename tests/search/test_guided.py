@@ -1,4 +1,8 @@
-"""Reject, rerank and revise with a scripted policy and scorer: they stop within budget and say why."""
+"""Reject, rerank and revise with a scripted policy and scorer: they stop within budget and say why.
+
+The policies replay their list in turn across calls (``order="served"``): a script of what the
+sampler returns one attempt after another.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ SCORES = {"Tom has 2 apples.": 0.9, "He buys 1: 2 + 1 = 4.": 0.2, "The answer is
 
 
 def test_reject_resamples_until_a_trace_passes(prompts):
-    policy = ScriptedPolicy([BAD, BAD, GOOD, BAD])
+    policy = ScriptedPolicy([BAD, BAD, GOOD, BAD], order="served")
     r = reject(PROBLEM, policy, ScriptedScorer(SCORES), prompts, threshold=0.5, budget=5)
     assert r.accepted and r.trace.final_answer == "3" and policy.served == 3
     assert [(a.score, a.accepted, a.reason) for a in r.attempts] == [
@@ -31,7 +35,7 @@ def test_reject_resamples_until_a_trace_passes(prompts):
 
 
 def test_reject_stops_at_the_budget_and_returns_the_best(prompts):
-    policy = ScriptedPolicy([BAD, "Tom has 2 apples.\nThe answer is 4."])
+    policy = ScriptedPolicy([BAD, "Tom has 2 apples.\nThe answer is 4."], order="served")
     r = reject(PROBLEM, policy, ScriptedScorer(SCORES), prompts, threshold=0.5, budget=3, batch=2)
     # two calls: 2 samples, then the 1 the budget leaves
     assert policy.served == 3 and [q.key for q in policy.requests] == ["tom/reject/0", "tom/reject/1"]
@@ -44,7 +48,7 @@ def test_reject_stops_at_the_budget_and_returns_the_best(prompts):
 
 
 def test_rerank_samples_n_once_and_picks_by_the_scorer(prompts):
-    policy = ScriptedPolicy([BAD, GOOD, BAD])
+    policy = ScriptedPolicy([BAD, GOOD, BAD], order="served")
     r = rerank(PROBLEM, policy, ScriptedScorer(SCORES), prompts, n=3)
     assert [(q.key, q.prefix) for q in policy.requests] == [("tom", "")]  # prmkit generate's key
     assert r.trace.final_answer == "3" and r.attempts[1].accepted

@@ -14,7 +14,14 @@ import typer
 from rich.console import Console
 
 from prmkit.cli._help import check_probes, probe_help
-from prmkit.cli._score import AggregateOpt, ModelOpt, ScorerArgOpt, ScorerOpt, load_scorer_opts
+from prmkit.cli._score import (
+    AggregateOpt,
+    AllowPickleOpt,
+    ModelOpt,
+    ScorerArgOpt,
+    ScorerOpt,
+    load_scorer_opts,
+)
 
 if TYPE_CHECKING:
     from prmkit.scoring import StepScorer
@@ -43,11 +50,12 @@ def _save(section: str, data: dict[str, Any], path: Path | None) -> None:
         console.print(f"wrote {save_section(section, data, path)}", highlight=False)
 
 
-def _prm(model: Path | None, scorer: str, scorer_arg: list[str] | None, batch_size: int) -> StepScorer | None:
+def _prm(model: Path | None, scorer: str, scorer_arg: list[str] | None, batch_size: int,
+         allow_pickle: bool = False) -> StepScorer | None:
     """The PRM to score with (loaded once per command), or None: use the scores the traces carry."""
     if model is None and scorer == "model":
         return None
-    return load_scorer_opts(model, scorer, scorer_arg, batch_size)
+    return load_scorer_opts(model, scorer, scorer_arg, batch_size, allow_pickle)
 
 
 def _unscored(skipped: list[tuple[str, str]]) -> None:
@@ -76,6 +84,7 @@ def processbench(
         "--by-generator", help="Also print each split's results per generator (always in --json).")] = False,
     batch_size: BatchOpt = 8,
     json_out: JsonOpt = None,
+    allow_pickle: AllowPickleOpt = False,
 ) -> None:
     """ProcessBench: accuracy on erroneous and on error-free samples, their F1, and the mean F1.
 
@@ -83,7 +92,8 @@ def processbench(
     """
     from prmkit.eval import processbench_files
 
-    result, skipped = processbench_files(files, _prm(model, scorer, scorer_arg, batch_size), key=key,
+    prm = _prm(model, scorer, scorer_arg, batch_size, allow_pickle)
+    result, skipped = processbench_files(files, prm, key=key,
                                          threshold=threshold, tune_on=tune_on, cross_split=cross_split,
                                          limit=limit)
     _unscored(skipped)
@@ -106,6 +116,7 @@ def prmbench(
     limit: Annotated[int | None, typer.Option(help="Only the first N rows of each file.")] = None,
     batch_size: BatchOpt = 8,
     json_out: JsonOpt = None,
+    allow_pickle: AllowPickleOpt = False,
 ) -> None:
     """PRMBench: PRMScore (mean of the F1 of correct and of wrong steps) per error class and overall.
 
@@ -113,7 +124,8 @@ def prmbench(
     """
     from prmkit.eval import prmbench_files
 
-    result, skipped = prmbench_files(files, _prm(model, scorer, scorer_arg, batch_size), key=key,
+    prm = _prm(model, scorer, scorer_arg, batch_size, allow_pickle)
+    result, skipped = prmbench_files(files, prm, key=key,
                                      threshold=threshold, out_of_range=out_of_range, limit=limit)
     _unscored(skipped)
     _echo(result.lines())
@@ -177,6 +189,7 @@ def probes(
     batch_size: BatchOpt = 8,
     seed: Annotated[int, typer.Option(help="Seed of the perturbations.")] = 0,
     json_out: JsonOpt = None,
+    allow_pickle: AllowPickleOpt = False,
 ) -> None:
     """Failure-mode probes: process collapse, verifier gaming, length bias, domain transfer.
 
@@ -184,7 +197,7 @@ def probes(
     """
     from prmkit.eval import probes_file
 
-    sc = _prm(model, scorer, scorer_arg, batch_size)
+    sc = _prm(model, scorer, scorer_arg, batch_size, allow_pickle)
     res, skipped = probes_file(inp, sc, label_source=label_source, transfer=transfer or [],
                                transfer_gsm8k=transfer_gsm8k, transfer_limit=transfer_limit,
                                gaming_traces=gaming_traces, aggregate=aggregate, seed=seed,

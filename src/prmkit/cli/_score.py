@@ -26,7 +26,7 @@ from prmkit.search import SEARCHES, SELECTORS
 if TYPE_CHECKING:
     from prmkit.scoring import StepScorer
 
-__all__ = ["score", "select", "search", "load_scorer_opts"]
+__all__ = ["score", "select", "search", "load_scorer_opts", "AllowPickleOpt"]
 
 console = Console()
 
@@ -37,6 +37,9 @@ ScorerOpt = Annotated[str, typer.Option(
 ScorerArgOpt = Annotated[list[str] | None, typer.Option(
     "--scorer-arg", "-s", help="Scorer argument KEY=VALUE, e.g. -s convention=qwen2.5-math-prm or "
     "-s cache=false. Repeatable.")]
+AllowPickleOpt = Annotated[bool, typer.Option(
+    "--allow-pickle", help="Load a --model folder whose weights are pickle files only "
+    "(pytorch_model.bin, *.pt): unpickling can run code, so only for a checkpoint you trust.")]
 AggregateOpt = Annotated[str, typer.Option(
     help=f"Step scores -> trace score: {names(AGGREGATORS)}; arguments after a colon (NAME:T).",
     callback=check_aggregator)]
@@ -44,12 +47,14 @@ FromOpt = Annotated[str | None, typer.Option(
     "--from", help=f"Format of IN (detected when omitted): {names(FORMATS)}.")]
 
 
-def load_scorer_opts(model: Path | None, scorer: str, scorer_arg: list[str] | None, batch_size: int
-                     ) -> StepScorer:
-    """The ``--model`` / ``--scorer`` / ``-s`` options as a scorer (shared by score, search, eval)."""
+def load_scorer_opts(model: Path | None, scorer: str, scorer_arg: list[str] | None, batch_size: int,
+                     allow_pickle: bool = False) -> StepScorer:
+    """The ``--model`` / ``--scorer`` / ``-s`` / ``--allow-pickle`` options as a scorer (shared by
+    score, search, eval)."""
     from prmkit.scoring import load_scorer
 
-    return load_scorer(scorer, model, parse_options(scorer_arg), batch_size=batch_size)
+    return load_scorer(scorer, model, parse_options(scorer_arg), batch_size=batch_size,
+                       allow_pickle=allow_pickle)
 
 
 def _say(lines: list[str]) -> None:
@@ -72,6 +77,7 @@ def score(
     from_format: FromOpt = None,
     skip_invalid: Annotated[bool, typer.Option(
         "--skip-invalid", help="Skip malformed input records instead of failing.")] = False,
+    allow_pickle: AllowPickleOpt = False,
 ) -> None:
     """Score every step of every trace in IN and write them to OUT.
 
@@ -81,7 +87,8 @@ def score(
     """
     from prmkit.scoring import score_file
 
-    report = score_file(inp, out, load_scorer_opts(model, scorer, scorer_arg, batch_size), key=key,
+    report = score_file(inp, out, load_scorer_opts(model, scorer, scorer_arg, batch_size, allow_pickle),
+                        key=key,
                         aggregate=aggregate, chunk=chunk, fmt=from_format, skip_invalid=skip_invalid)
     _say(report.lines())
 
@@ -146,6 +153,7 @@ def search(
     shots: Annotated[int | None, typer.Option(
         help="Worked examples in the prompt (default: 0 for the tuned default policy, else 2).")] = None,
     batch_size: Annotated[int, typer.Option(help="Scorer (and hf policy) sequences per batch.")] = 8,
+    allow_pickle: AllowPickleOpt = False,
 ) -> None:
     """Search for a solution to each problem, step by step, guided by a PRM.
 
@@ -160,7 +168,7 @@ def search(
     items, cfg = load_problems(env=env, data=data, data_format=data_format, n=problems, start=start,
                                steps=steps, ops=ops, max_operand=max_operand, env_seed=env_seed)
     report = search_file(out, items, load_policy(policy, parse_options(policy_arg), batch_size=batch_size),
-                         load_scorer_opts(model, scorer, scorer_arg, batch_size), method=method,
+                         load_scorer_opts(model, scorer, scorer_arg, batch_size, allow_pickle), method=method,
                          arith_config=cfg, source=data_format, shots=shots, beam_width=beam_width,
                          expansions=expansions, n=n, m=m, select=select_method, lookahead=lookahead,
                          max_depth=max_depth, aggregate=aggregate, step_tokens=step_tokens,

@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prmkit.errors import MissingDependencyError, PrmkitError
-from prmkit.scoring import get_aggregator, trace_score
+from prmkit.scoring import check_finite, get_aggregator, trace_score
 from prmkit.search import group_answers, group_by_problem
 from prmkit.trace import Trace
 from prmkit.traces import is_correct, stored_scores
@@ -111,12 +111,18 @@ class BonMethod:
         return self.selector in _SCORED
 
     def trace_score(self, trace: Trace) -> float | None:
-        """This method's score of ``trace`` (None: unscored)."""
-        if self.aggregate is None:
-            value = (trace.meta.get("scores") or {}).get(self.key)
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-            return float(value) if ok else None
-        return trace_score(stored_scores(trace, self.key), self.aggregate)  # type: ignore[arg-type]
+        """This method's score of ``trace`` (None: unscored); a NaN or infinite score is refused."""
+        try:
+            if self.aggregate is None:
+                value = (trace.meta.get("scores") or {}).get(self.key)
+                ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+                if not ok:
+                    return None
+                check_finite([value], "trace score")
+                return float(value)
+            return trace_score(stored_scores(trace, self.key), self.aggregate)  # type: ignore[arg-type]
+        except PrmkitError as e:
+            raise PrmkitError(f"{self.name}: trace {trace.id!r}: {e}") from None
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "selector": self.selector, "key": self.key,

@@ -161,6 +161,20 @@ def _finish(labeler: PlanningLabeler, task: _Task, result: PlanResult | None, re
     report.issues.extend(f"{trace.id}: {i}" for i in result.issues)
 
 
+def _warn_unreproducible(runtimes: dict[str, _Runtime], store: LabelStore, report: LabelReport) -> None:
+    """A resumed run equals an uninterrupted one only if the policy gives a request the same
+    completions whatever came before; say so where a backend cannot promise it."""
+    stored = {r["run_key"]: r["rollouts"] for r in store.runs()}
+    for rt in runtimes.values():
+        info = rt.channel.info
+        if info is not None and info.reproducible is False and stored.get(rt.run_key):
+            report.issues.append(
+                f"resuming with policy {info.name!r} ({rt.channel.kind}), which cannot promise the same "
+                f"completions for the same request: the rollouts made now may differ from those an "
+                f"uninterrupted run would have made (reproducible: hf, ct2 with "
+                f"batch_invariant=true, scripted)")
+
+
 def label_stream(labeler: PlanningLabeler, traces: Iterable[Trace], *, store: LabelStore,
                  report: LabelReport, window: int = 64) -> Iterator[Trace]:
     """Label ``traces`` (in place) and yield each back, in input order, once its plan is done.
@@ -171,6 +185,7 @@ def label_stream(labeler: PlanningLabeler, traces: Iterable[Trace], *, store: La
     if window < 1:
         raise PrmkitError(f"window must be >= 1, got {window}")
     runtimes = _runtimes(labeler, store)
+    _warn_unreproducible(runtimes, store, report)
     it = iter(traces)
     exhausted = False
     order: deque[_Task] = deque()   # admitted, not yet yielded, in input order

@@ -36,6 +36,7 @@ from prmkit.policies import (
     SamplingParams,
     get_policy,
 )
+from prmkit.provenance import redact_secrets
 
 __all__ = ["PolicySpec", "PolicyInfo", "PolicyLike", "Executor", "InlineExecutor", "ProcessExecutor",
            "RayExecutor", "make_executor"]
@@ -70,9 +71,14 @@ class PolicySpec:
         return get_policy(self.name, **self.kwargs)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name,
-                "kwargs": {k: (v if isinstance(v, (str, int, float, bool, type(None), list, dict))
-                               else repr(v)) for k, v in self.kwargs.items()}}
+        """How the spec is recorded (a labeler's ``args``): secrets such as ``api_key`` redacted."""
+        return redact_secrets({"name": self.name,
+                               "kwargs": {k: (v if isinstance(v, (str, int, float, bool, type(None), list,
+                                                                  dict)) else repr(v))
+                                          for k, v in self.kwargs.items()}})
+
+    def __repr__(self) -> str:  # what an error message or a log shows: never a secret
+        return f"PolicySpec({self.name!r}, {redact_secrets(dict(self.kwargs))!r})"
 
 
 #: A policy argument: a built policy (runs inline), a spec, or a registered backend name.
@@ -87,12 +93,16 @@ class PolicyInfo:
     model_id: str
     describe: dict[str, Any]
     prompt_shots: int | None = None
+    #: The policy's ``reproducible`` attribute: True when a request gets the same completions
+    #: whatever else is asked (a resumed run equals an uninterrupted one), False when the backend
+    #: cannot promise that, None when it does not say.
+    reproducible: bool | None = None
 
 
 def _info(policy: Policy) -> PolicyInfo:
     return PolicyInfo(getattr(policy, "name", type(policy).__name__),
                       str(getattr(policy, "model_id", "unknown")), dict(policy.describe()),
-                      getattr(policy, "prompt_shots", None))
+                      getattr(policy, "prompt_shots", None), getattr(policy, "reproducible", None))
 
 
 def _timed_generate(policy: Policy, request: GenerationRequest, params: SamplingParams

@@ -35,6 +35,7 @@ from typing import Any
 
 from prmkit.errors import PrmkitError
 from prmkit.labelers._plan import Rollout
+from prmkit.provenance import redact_secrets
 from prmkit.trace import now
 
 __all__ = ["LabelStore", "SCHEMA_VERSION", "StoreMismatchError"]
@@ -131,7 +132,7 @@ class LabelStore:
     # -- runs ------------------------------------------------------------------------------------------
     def run_key(self, config: dict[str, Any]) -> str:
         """The key of the run with this generation setup (registered on first use)."""
-        blob = json.dumps(config, sort_keys=True, ensure_ascii=False, default=str)
+        blob = json.dumps(redact_secrets(config), sort_keys=True, ensure_ascii=False, default=str)
         key = hashlib.sha256(blob.encode()).hexdigest()[:16]
         with self._tx():
             self._db.execute("INSERT OR IGNORE INTO runs VALUES (?, ?, ?)", (key, blob, now()))

@@ -21,10 +21,12 @@ from prmkit.models._conventions import (
     register_convention,
 )
 from prmkit.models._model import (
+    PICKLE_WEIGHTS,
     RM_CONFIG,
     SCORE_AUTO,
     Encoded,
     RewardModel,
+    check_safe_weights,
     load_reward_model,
     shipped_model_folder,
 )
@@ -42,7 +44,8 @@ __all__ = [
     "Aligned", "AlignmentError", "Rendered", "align",
     "BACKBONES", "build_char_tokenizer", "build_tiny_backbone", "resolve_backbone",
     "CONVENTIONS", "QWEN_PRM_SYSTEM", "Convention", "get_convention", "register_convention",
-    "RM_CONFIG", "SCORE_AUTO", "Encoded", "RewardModel", "load_reward_model",
+    "RM_CONFIG", "SCORE_AUTO", "Encoded", "RewardModel", "load_reward_model", "check_safe_weights",
+    "PICKLE_WEIGHTS",
     "SHIPPED_MODELS", "export_shipped", "shipped_model_folder",
     "FP32_SDPA", "PRECISIONS", "Precision", "bf16_problem", "fp32_attention", "resolve_precision",
 ]

@@ -13,7 +13,9 @@ steps past the first ``max_length`` tokens are each scored in a window of their 
 
 Checkpoints are plain ``save_pretrained`` folders (safetensors) that ``transformers`` loads without
 prmkit (``AutoModelForTokenClassification`` for classifier heads, ``AutoModelForCausalLM`` for
-LM-token heads); ``prmkit_rm.json`` beside them records the convention and kind.
+LM-token heads); ``prmkit_rm.json`` beside them records the convention and kind. Only safetensors
+weights are read: a folder whose weights are pickle files only (``pytorch_model.bin``, ``*.pt``, ...)
+is refused unless ``allow_pickle=True`` (``--allow-pickle``), since unpickling can run any code.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ from prmkit.provenance import ScoreProvenance, TrainProvenance
 from prmkit.trace import Trace
 from prmkit.traces import write_scores
 
-__all__ = ["RewardModel", "Encoded", "RM_CONFIG", "LONG", "load_reward_model"]
+__all__ = ["RewardModel", "Encoded", "RM_CONFIG", "LONG", "load_reward_model", "check_safe_weights",
+           "PICKLE_WEIGHTS"]
 
 #: The file in a checkpoint folder that tells prmkit how to use the model (transformers ignores it).
 RM_CONFIG = "prmkit_rm.json"
@@ -146,12 +149,15 @@ class RewardModel:
     def from_pretrained(cls, path: str, *, convention: Convention | str | dict | None = None,
                         kind: str | None = None, device: str | None = None, dtype: str | None = None,
                         trust_remote_code: bool = False, max_length: int | None = None,
-                        precision: str = "fp32", long: str = "window") -> RewardModel:
+                        precision: str = "fp32", long: str = "window",
+                        allow_pickle: bool = False) -> RewardModel:
         """Load a checkpoint (prmkit's, or a published PRM with ``convention=`` its registered name).
 
         A folder with ``prmkit_rm.json`` brings its own convention, kind and max length; arguments
         override them. ``long``: what a PRM does past ``max_length`` (see the class).
         ``path`` may also name a shipped model (``default``, ``default-orm``: :data:`SHIPPED_MODELS`).
+        ``allow_pickle``: also read pickle weight files (``pytorch_model.bin``, ``*.pt``, ``*.pth``,
+        ``*.ckpt``) where a folder has no safetensors; only for a checkpoint you trust.
         """
         from prmkit.models._backbones import resolve_backbone
 
@@ -163,7 +169,8 @@ class RewardModel:
         conv = get_convention(convention if convention is not None else saved.get("convention"))
         kind = kind or saved.get("kind", "prm")
         max_length = max_length or saved.get("max_length")
-        model, tok = _load(path, conv, device=device, dtype=dtype, trust_remote_code=trust_remote_code)
+        model, tok = _load(path, conv, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
+                           allow_pickle=allow_pickle)
         return cls(model, tok, convention=conv, kind=kind, max_length=max_length, name=saved.get("name", path),
                    precision=precision, long=long)
 
@@ -172,7 +179,8 @@ class RewardModel:
                       kind: str = "prm", num_labels: int | None = None, device: str | None = None,
                       dtype: str | None = None, trust_remote_code: bool = False,
                       max_length: int | None = None, seed: int = 0,
-                      head_init: str = "random", causal: bool = False, precision: str = "fp32") -> RewardModel:
+                      head_init: str = "random", causal: bool = False, precision: str = "fp32",
+                      allow_pickle: bool = False) -> RewardModel:
         """A new reward model on a pretrained backbone (a fresh head for ``classifier`` conventions),
         ready to train. ``backbone`` is a path, hub id or one of ``smollm2``, ``minilm``, ``tiny``.
 
@@ -180,7 +188,7 @@ class RewardModel:
         ``is_decoder``), so a step's score cannot read later steps or the final answer — what a PRM
         should see. It is saved in the checkpoint's ``config.json``, so plain ``transformers`` loads
         the same causal model. Refused for an encoder that ignores the setting (checked by a forward
-        pass); a decoder is causal already."""
+        pass); a decoder is causal already. ``allow_pickle``: as in :meth:`from_pretrained`."""
         from prmkit.models._backbones import resolve_backbone
 
         torch = _torch()
@@ -188,7 +196,8 @@ class RewardModel:
         path = resolve_backbone(backbone)
         torch.manual_seed(seed)  # anything a backbone initialises at random
         model, tok = _load(path, conv, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
-                           num_labels=num_labels or conv.num_labels or 2, causal=causal)
+                           num_labels=num_labels or conv.num_labels or 2, causal=causal,
+                           allow_pickle=allow_pickle)
         if causal and getattr(model.config, "model_type", None) in (_masked_lm_types() or ()):
             _check_causal(model, path)
         if head_init not in ("random", "zero"):
@@ -603,9 +612,39 @@ def _check_causal(model: Any, path: str) -> None:
                           f"causal=True is not possible with it (use a decoder backbone)")
 
 
+#: Weight files that are Python pickles (``torch.load``): reading one can run any code it holds.
+PICKLE_WEIGHTS = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl", "*.pickle")
+
+
+def check_safe_weights(path: str | os.PathLike, *, allow_pickle: bool = False) -> None:
+    """Refuse a model folder whose weights are pickle files only (:data:`PICKLE_WEIGHTS`, no
+    ``*.safetensors``) unless ``allow_pickle``: unpickling a file runs whatever code it holds.
+    A hub id (not a folder) is not checked here; it is loaded with ``use_safetensors=True``.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp()); _ = (d / "pytorch_model.bin").write_bytes(b"")
+    >>> check_safe_weights(d)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    prmkit.errors.PrmkitError: ...: its weights are pickle files only (pytorch_model.bin) ...
+    >>> check_safe_weights(d, allow_pickle=True)
+    """
+    folder = Path(path)
+    if allow_pickle or not folder.is_dir() or any(folder.glob("*.safetensors")):
+        return
+    pickled = sorted({p.name for pattern in PICKLE_WEIGHTS for p in folder.glob(pattern)})
+    if pickled:
+        raise PrmkitError(
+            f"{path}: its weights are pickle files only ({', '.join(pickled)}) and unpickling can run "
+            "arbitrary code, so prmkit does not load them. Convert the checkpoint to safetensors "
+            "(load it once where you trust it and save_pretrained), or, if you trust this folder, "
+            "pass --allow-pickle (allow_pickle=True in Python).")
+
+
 def _load(path: str, conv: Convention, *, device: str | None, dtype: str | None,
           trust_remote_code: bool, num_labels: int | None = None,
-          causal: bool = False) -> tuple[Any, Any]:
+          causal: bool = False, allow_pickle: bool = False) -> tuple[Any, Any]:
+    check_safe_weights(path, allow_pickle=allow_pickle)
     torch = _torch()
     try:
         from transformers import (
@@ -621,17 +660,19 @@ def _load(path: str, conv: Convention, *, device: str | None, dtype: str | None,
     torch_dtype = getattr(torch, dtype) if dtype else (
         torch.bfloat16 if device.startswith("cuda") else torch.float32)
     kw: dict[str, Any] = {"trust_remote_code": trust_remote_code}
+    # The tokenizer's loader takes no use_safetensors; the models' loaders read no pickle without it.
+    mkw: dict[str, Any] = {**kw, **({} if allow_pickle else {"use_safetensors": True})}
     try:
         with _quiet_transformers():
             tok = AutoTokenizer.from_pretrained(path, **kw)
             if conv.head == "lm_token":
-                model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, **kw)
+                model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, **mkw)
             else:
                 cfg = AutoConfig.from_pretrained(path, **kw)
                 archs = getattr(cfg, "architectures", None) or []
                 is_tc = any(a.endswith("ForTokenClassification") for a in archs)
                 if trust_remote_code and archs and not is_tc and "AutoModel" in (getattr(cfg, "auto_map", None) or {}):
-                    model = AutoModel.from_pretrained(path, dtype=torch_dtype, **kw)  # e.g. Qwen2.5-Math-PRM
+                    model = AutoModel.from_pretrained(path, dtype=torch_dtype, **mkw)  # e.g. Qwen2.5-Math-PRM
                 else:
                     extra: dict[str, Any] = {}
                     labels = num_labels or conv.num_labels
@@ -645,11 +686,14 @@ def _load(path: str, conv: Convention, *, device: str | None, dtype: str | None,
                             setattr(cfg, k, v)
                         extra = {"config": cfg}
                     model, info = AutoModelForTokenClassification.from_pretrained(
-                        path, dtype=torch_dtype, output_loading_info=True, **extra, **kw)
+                        path, dtype=torch_dtype, output_loading_info=True, **extra, **mkw)
                     if num_labels is None:  # a trained reward model: its head must come from the checkpoint
                         _require_head(model, path, info.get("missing_keys", []))
     except (OSError, ValueError) as e:
-        raise PrmkitError(f"cannot load reward model {path!r}: {e}") from None
+        hint = ("" if allow_pickle or "safetensors" not in str(e) else
+                " (only safetensors weights are read: pass --allow-pickle / allow_pickle=True for a "
+                "checkpoint you trust that has pickle weights only)")
+        raise PrmkitError(f"cannot load reward model {path!r}: {e}{hint}") from None
     model.to(device).eval()
     return model, tok
 

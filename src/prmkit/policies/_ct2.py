@@ -166,6 +166,11 @@ class CT2Policy:
     #: Requests a labeler's inline executor hands over together (their rows share decode steps).
     request_batch = 16
 
+    @property
+    def reproducible(self) -> bool:
+        """Only ``batch_invariant`` gives a request the same completions whatever shares its call."""
+        return bool(self.batch_invariant)
+
     def __init__(self, model: str | None = None, *, gguf_file: str | None = None,
                  adapter: str | None = "default", compute_type: str = "int8", batch_size: int = 64,
                  threads: int = 0, batch_invariant: bool = False, device: str = "cpu",

@@ -200,6 +200,8 @@ class HFPolicy:
     """
 
     name = "hf"
+    #: Each sample is seeded from (seed, request key, index): a resumed run equals an uninterrupted one.
+    reproducible = True
     #: Requests a labeler's inline executor hands over together (their rows share decode steps).
     request_batch = 16
 

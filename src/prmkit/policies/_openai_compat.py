@@ -154,6 +154,9 @@ class OpenAICompatPolicy:
     """
 
     name = "openai_compat"
+    #: Seeds are sent, but whether the server honours them (and n_per_request's shared sampling) is
+    #: up to it: a resumed labeling run is warned that it may differ from an uninterrupted one.
+    reproducible = False
 
     def __init__(self, base_url: str, model: str, *, api_key: str | None = None, mode: str = "chat",
                  max_concurrency: int = 8, timeout: float = 60.0, max_retries: int = 4,

@@ -23,6 +23,7 @@ from prmkit.scoring._aggregate import (
     agg_mean,
     agg_min,
     agg_prod,
+    check_finite,
     get_aggregator,
     register_aggregator,
     trace_score,
@@ -43,6 +44,6 @@ __all__ = [
     "StepScorer", "PrefixCachingScorer", "ScoringStats", "score_traces", "score_traces_or_skip",
     "score_file", "ScoreReport", "trace_score", "add_trace_scores",
     "SCORERS", "get_scorer", "load_scorer", "register_scorer", "model_scorer", "ScriptedScorer",
-    "AGGREGATORS", "Aggregator", "get_aggregator", "register_aggregator",
+    "AGGREGATORS", "Aggregator", "get_aggregator", "register_aggregator", "check_finite",
     "agg_min", "agg_last", "agg_prod", "agg_mean", "agg_geo_mean", "agg_first_below",
 ]

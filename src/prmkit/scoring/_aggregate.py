@@ -1,7 +1,9 @@
 """Step scores -> one trace score: ``min``, ``last``, ``prod``, ``mean``, ``geo_mean``, ``first_below``.
 
 Every aggregator skips ``None`` step scores (steps a scorer could not score, e.g. cut by
-``max_length``) and gives ``None`` for a trace with no scored step. They are registered by name in
+``max_length``) and gives ``None`` for a trace with no scored step. A NaN or infinite step score is
+refused with a :class:`~prmkit.errors.PrmkitError` (NaN compares false with everything, so under
+``max`` it could win or lose by its position alone). They are registered by name in
 :data:`AGGREGATORS`; :func:`get_aggregator` takes a name with optional arguments after a colon:
 
 >>> get_aggregator("min")([0.9, 0.4, None, 0.7])
@@ -25,6 +27,7 @@ from prmkit._registry import Registry
 from prmkit.errors import PrmkitError
 
 __all__ = ["Aggregator", "AGGREGATORS", "get_aggregator", "register_aggregator", "trace_score",
+           "check_finite",
            "agg_min", "agg_last", "agg_prod", "agg_mean", "agg_geo_mean", "agg_first_below"]
 
 
@@ -40,6 +43,7 @@ class Aggregator:
     args: tuple[Any, ...] = ()
 
     def __call__(self, scores: Sequence[float | None]) -> float | None:
+        check_finite(scores, f"aggregator {self.name!r}")
         values = [float(s) for s in scores if s is not None]
         return self.fn(values) if values else None
 
@@ -47,6 +51,21 @@ class Aggregator:
     def spec(self) -> str:
         """The string :func:`get_aggregator` turns back into this aggregator (``"first_below:0.3"``)."""
         return ":".join([self.name, *(_fmt(a) for a in self.args)])
+
+
+def check_finite(values: Sequence[float | None], what: str = "scores") -> None:
+    """Raise :class:`~prmkit.errors.PrmkitError` naming the first NaN or infinite value (None is
+    "unscored" and passes).
+
+    >>> check_finite([0.5, None, float("nan")], "aggregator 'min'")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    prmkit.errors.PrmkitError: aggregator 'min': score 2 is nan; NaN and infinite scores are refused ...
+    """
+    for i, v in enumerate(values):
+        if v is not None and not math.isfinite(v):
+            raise PrmkitError(f"{what}: score {i} is {v}; NaN and infinite scores are refused "
+                              "(a broken scorer or a hand-edited file?)")
 
 
 def _fmt(value: Any) -> str:
@@ -186,4 +205,10 @@ def trace_score(scores: Sequence[float | None],
     >>> trace_score([0.9, 0.4, None, 0.7], "min"), trace_score([], "min") is None
     (0.4, True)
     """
-    return get_aggregator(aggregate)(list(scores)) if scores else None
+    if not scores:
+        return None
+    check_finite(list(scores), "step scores")
+    value = get_aggregator(aggregate)(list(scores))
+    if value is not None:
+        check_finite([value], f"aggregate {aggregate if isinstance(aggregate, str) else 'custom'!s}")
+    return value

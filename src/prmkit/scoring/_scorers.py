@@ -55,10 +55,12 @@ def get_scorer(name: str, **kwargs: Any) -> StepScorer:
 
 
 def load_scorer(name: str = "model", path: str | os.PathLike | None = None,
-                options: dict[str, Any] | None = None, *, batch_size: int = 8) -> StepScorer:
+                options: dict[str, Any] | None = None, *, batch_size: int = 8,
+                allow_pickle: bool = False) -> StepScorer:
     """The scorer a command line names: ``model`` needs ``path`` (a checkpoint folder; ``batch_size``
-    unless ``options`` set one), any other registered scorer is built from ``options``
-    (``-s KEY=VALUE``) alone."""
+    unless ``options`` set one; ``allow_pickle`` lets it read pickle-only weights, see
+    :meth:`~prmkit.models.RewardModel.from_pretrained`), any other registered scorer is built from
+    ``options`` (``-s KEY=VALUE``) alone."""
     kwargs = dict(options or {})
     if name == "model":
         if path is None:
@@ -68,6 +70,8 @@ def load_scorer(name: str = "model", path: str | os.PathLike | None = None,
         if not Path(path).exists() and str(path) not in SHIPPED_MODELS:
             raise PrmkitError(f"{path}: no such folder (shipped models: {', '.join(SHIPPED_MODELS)})")
         kwargs.setdefault("batch_size", batch_size)
+        if allow_pickle:
+            kwargs["allow_pickle"] = True
         kwargs["path"] = str(path)
     elif path is not None:
         raise PrmkitError(f"--model is for --scorer model, not {name!r}")

@@ -22,10 +22,10 @@ from prmkit._progress import progress_bar
 from prmkit.data import ImportReport, count_records, read
 from prmkit.errors import PrmkitError
 from prmkit.provenance import ScoreProvenance
-from prmkit.scoring._aggregate import Aggregator, get_aggregator
+from prmkit.scoring._aggregate import Aggregator, check_finite, get_aggregator
 from prmkit.scoring._protocol import StepScorer
 from prmkit.trace import Trace, TraceWriter
-from prmkit.traces import stored_scores, write_scores
+from prmkit.traces import partly_scored, stored_scores, write_scores
 
 __all__ = ["score_traces", "score_traces_or_skip", "add_trace_scores", "score_file", "ScoreReport"]
 
@@ -42,7 +42,8 @@ def score_traces(scorer: StepScorer, traces: Sequence[Trace], key: str | None = 
                  aggregate: AggregateSpec = "min") -> list[Trace]:
     """Score ``traces`` and store the results on them, plus the aggregated trace score:
 
-    - PRM: ``step.scores[key]`` for every scored step (steps cut by ``max_length`` get none) and
+    - PRM: ``step.scores[key]`` for every scored step (steps cut by ``max_length`` get none, and the
+      trace is marked ``meta["scored_steps"][key]``, see :func:`~prmkit.traces.partly_scored`) and
       ``trace.meta["scores"][f"{key}:{aggregate}"]`` (``"prm:min"``; absent when no step was scored);
     - ORM: ``trace.meta["scores"][key]``.
 
@@ -68,11 +69,17 @@ def score_traces(scorer: StepScorer, traces: Sequence[Trace], key: str | None = 
     results = scorer.score(traces)
     if len(results) != len(traces):
         raise PrmkitError(f"scorer {scorer.name!r} returned {len(results)} results for {len(traces)} traces")
+    # Every result is checked before any is stored, so a failure leaves no trace half-done.
+    for t, s in zip(traces, results, strict=True):
+        if scorer.kind == "prm" and len(s) != len(t.steps):
+            raise PrmkitError(f"scorer {scorer.name!r}: trace {t.id!r} got {len(s)} scores for "
+                              f"{len(t.steps)} steps")
+        try:
+            check_finite(list(s), f"scorer {scorer.name!r}")
+        except PrmkitError as e:
+            raise PrmkitError(f"trace {t.id!r}: {e}") from None
     for t, s in zip(traces, results, strict=True):
         if scorer.kind == "prm":
-            if len(s) != len(t.steps):
-                raise PrmkitError(f"scorer {scorer.name!r}: trace {t.id!r} got {len(s)} scores for "
-                                  f"{len(t.steps)} steps")
             write_scores(t, s, kind="prm", key=key, trace_scores={f"{key}:{agg_name}": agg(s)})
         else:
             write_scores(t, s, kind="orm", key=key)
@@ -126,7 +133,8 @@ def add_trace_scores(traces: Sequence[Trace], key: str, aggregates: Sequence[Agg
 @dataclass
 class ScoreReport:
     """What :func:`score_file` did: traces read and written, how many got a trace score, their mean,
-    and the traces it could not score (id, reason)."""
+    how many a PRM scored only in part (``partial``: steps past ``max_length`` left unscored, marked
+    in ``meta.scored_steps``), and the traces it could not score (id, reason)."""
 
     out: str
     scorer: str
@@ -138,6 +146,7 @@ class ScoreReport:
     mean_score: float | None = None
     skipped: list[tuple[str, str]] = field(default_factory=list)
     invalid: int = 0
+    partial: int = 0
 
     def lines(self) -> list[str]:
         """A summary for the terminal: one line, then up to ten unscored traces."""
@@ -145,6 +154,10 @@ class ScoreReport:
         agg = f", {self.aggregate}" if self.aggregate else ""
         out = [f"{self.out}: {self.traces} traces, {self.scored} scored by {self.scorer} "
                f"({self.kind}{agg}){mean}"]
+        if self.partial:
+            out.append(f"{self.partial} of {self.scored} scored only in part (steps past max_length "
+                       f"unscored; meta.scored_steps says how many were): their trace score covers "
+                       f"the steps that fit")
         if self.invalid:
             out.append(f"{self.invalid} malformed input records skipped")
         out += [f"unscored {tid}: {why}" for tid, why in self.skipped[:10]]
@@ -187,6 +200,8 @@ def score_file(inp: str | os.PathLike, out: str | os.PathLike, scorer: StepScore
                     v = (t.meta.get("scores") or {}).get(agg_key)
                     if v is not None:
                         values.append(v)
+                        if scorer.kind == "prm" and partly_scored(t, key):
+                            report.partial += 1
                     w.write(t)
                 report.traces += len(batch)
                 advance(len(batch))

@@ -25,7 +25,7 @@ from prmkit.scoring import StepScorer
 from prmkit.search._search import SEARCHES, SearchConfig, search
 from prmkit.search._select import SCORED_METHODS, SELECTORS, SelectionReport, select_problems
 from prmkit.trace import Problem, Trace, TraceWriter
-from prmkit.traces import is_correct, score_keys
+from prmkit.traces import is_correct, partly_scored, score_keys
 
 __all__ = ["select_file", "SelectFileReport", "search_file", "SearchFileReport", "pick_score_key"]
 
@@ -53,17 +53,25 @@ def pick_score_key(traces: list[Trace], key: str | None) -> str:
 @dataclass
 class SelectFileReport:
     """What :func:`select_file` did: the method's report, the reference methods' reports, the score
-    key used, and how many chosen traces were written (``out`` None: none)."""
+    key used, how many candidates that key scored only in part (``partial``, see
+    :func:`~prmkit.traces.partly_scored`) and how many chosen traces were written (``out`` None:
+    none)."""
 
     report: SelectionReport
     references: list[SelectionReport]
     key: str | None
     out: str | None = None
     written: int = 0
+    partial: int = 0
+    candidates: int = 0
 
     def lines(self) -> list[str]:
         out = [self.report.summary() + (f" (scores: {self.key})" if self.key else ""),
                "reference: " + "; ".join(r.summary() for r in self.references)]
+        if self.partial:
+            out.append(f"{self.partial} of {self.candidates} candidates scored only in part by "
+                       f"{self.key} (steps past max_length unscored): their trace scores cover the "
+                       "steps that fit")
         if self.out is not None:
             out.append(f"{self.out}: {self.written} chosen traces")
         return out
@@ -88,7 +96,10 @@ def select_file(inp: str | os.PathLike, *, method: str = "bon", aggregate: str =
         key = pick_score_key(traces, key)
     report = select_problems(traces, method, aggregate=aggregate, key=key)
     refs = [select_problems(traces, m) for m in ("majority", "oracle") if m != method]
-    result = SelectFileReport(report, refs, key if method in SCORED_METHODS else None)
+    result = SelectFileReport(report, refs, key if method in SCORED_METHODS else None,
+                              candidates=len(traces))
+    if method in SCORED_METHODS and key is not None:
+        result.partial = sum(partly_scored(t, key) for t in traces)
     if out is not None:
         out = Path(out)
         partial, w = _atomic_writer(out, inp)

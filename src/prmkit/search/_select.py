@@ -14,6 +14,9 @@ see :func:`~prmkit.search.get_aggregator`). Select then picks a trace:
   answer that appeared first in sample order. The chosen trace is the group's first.
 - ``oracle`` (pass@N, a reference, not a method): the first correct trace; no choice when none is.
 
+A NaN or infinite score is refused (:class:`~prmkit.errors.PrmkitError` naming the trace): NaN
+compares false with everything, so it would win or lose by its position alone.
+
 Traces without a final answer form a group of their own (``answer=None``) that is reported but never
 wins a vote. Every :class:`Selection` says why it chose what it chose: the trace scores and the
 answer groups with their votes and weights.
@@ -37,7 +40,7 @@ from typing import Any
 from prmkit._registry import Registry
 from prmkit.data import answers_equal, normalize_answer
 from prmkit.errors import PrmkitError
-from prmkit.scoring import trace_score
+from prmkit.scoring import check_finite, trace_score
 from prmkit.trace import Trace
 from prmkit.traces import final_answer, is_correct, problem_key, stored_scores
 
@@ -127,6 +130,7 @@ def group_answers(traces: Sequence[Trace], scores: Sequence[float | None] | None
     answer, so the grouping does not depend on later members).
     """
     scores = list(scores) if scores is not None else [None] * len(traces)
+    check_finite(scores, "trace scores")
     groups: list[AnswerGroup] = []
     normals: list[str | None] = []
     for i, t in enumerate(traces):
@@ -161,6 +165,7 @@ def _fmt(x: float | None) -> str:
 
 def _argmax(indices: Iterable[int], scores: Sequence[float | None]) -> int | None:
     """The index with the highest score, the earliest on a tie; None when none is scored."""
+    check_finite(scores, "trace scores")
     best = None
     for i in indices:
         if scores[i] is not None and (best is None or scores[i] > scores[best]):  # type: ignore[operator]
@@ -246,7 +251,12 @@ def select(traces: Sequence[Trace], method: str = "bon", *, aggregate: str = "mi
         scores = [stored_scores(t, key) if key else [] for t in traces]
     if len(scores) != len(traces):
         raise PrmkitError(f"{len(scores)} score lists for {len(traces)} traces")
-    agg = [trace_score(s, aggregate) for s in scores]
+    agg = []
+    for t, s in zip(traces, scores, strict=True):
+        try:
+            agg.append(trace_score(s, aggregate))
+        except PrmkitError as e:
+            raise PrmkitError(f"trace {t.id!r}: {e}") from None
     groups = group_answers(traces, agg)
     index, reason = fn(traces, agg, groups)
     return Selection(problem=problem_key(traces[0].problem), method=method,
