@@ -156,3 +156,27 @@ def test_convert_real_processbench_to_trl_and_back(shared_data, tmp_path, capsys
         assert r["labels"] == [True] * len(r["labels"]) if fe == -1 else r["labels"][-1] is False
     back = list(read(out, "trl_stepwise"))
     assert [len(t.steps) for t in back] == [len(r["completions"]) for r in rows]
+
+
+def test_inspect_clips_a_huge_step_and_says_how_much_it_cut(tmp_path, capsys):
+    # One 4 MiB line: the renderer's wrapping is super-linear (a 3 MB step took 20 s, 50 MB never
+    # finished), so inspect shows the first --max-chars characters and counts the rest.
+    big = "x" * (4 * 2**20)
+    p = tmp_path / "big.jsonl"
+    write_traces([Trace("big", Problem("q"), [Step(big), Step("fine")])], p)
+    assert p.stat().st_size > 4 * 2**20
+    code, out, _ = run(["data", "inspect", str(p)], capsys)
+    assert code == 0
+    assert f"[{len(big) - 2000} more characters not shown]" in out.replace("│", "").replace("\n", " ")
+    assert out.count("x") == 2000 and "fine" in out and len(out) < 10_000
+    code, out, _ = run(["data", "inspect", str(p), "--max-chars", "10"], capsys)
+    assert out.count("x") == 10 and f"{len(big) - 10} more characters" in out
+
+
+def test_stats_clips_a_huge_label_source(tmp_path, capsys):
+    src = "s" * 2**20
+    p = tmp_path / "t.jsonl"
+    write_traces([Trace("a", Problem("q"), [Step("x", labels=[StepLabel(1, source=src)])])], p)
+    code, out, _ = run(["data", "stats", str(p)], capsys)
+    assert code == 0 and f"{len(src) - 80} more characters" in out.replace("│", "").replace("\n", " ")
+    assert out.count("s") < 300 and len(out) < 10_000

@@ -106,10 +106,12 @@ def test_every_field_filled_from_its_provenance(tmp_path):
     f = card.fields
     assert list(f) == [k for k, _ in CARD_FIELDS]
     # the model folders win over the trace's score entry (prmkit-prm:tiny)
+    # paths relative to the run folder (the model folders' parent), never the machine's absolute ones
     assert f["process_reward_model"].value == (
-        f"prmkit-prm:smollm2 (at {prm}; convention prmkit; trained on labeled.jsonl; label source symbolic)")
-    assert f["process_reward_model"].source == f"{prm / 'prmkit_rm.json'} + train_config"
-    assert f["outcome_reward_model"].value == f"prmkit-orm:tiny (at {orm}; convention prmkit; trained on o.jsonl)"
+        "prmkit-prm:smollm2 (at prm; convention prmkit; trained on labeled.jsonl; label source symbolic)")
+    assert f["process_reward_model"].source == "prm/prmkit_rm.json + train_config"
+    assert f["outcome_reward_model"].value == "prmkit-orm:tiny (at orm; convention prmkit; trained on o.jsonl)"
+    assert str(tmp_path) not in json.dumps(card.to_dict())
     # PRM backbone listed first although the ORM folder came first
     assert f["base_model"].value == ("smollm2 = SmolLM2-135M-Instruct (PRM backbone); "
                                      "tiny = tiny test backbone (random init) (ORM backbone)")
@@ -245,3 +247,43 @@ def test_from_real_pipeline_files(tmp_path, fixtures):
     assert "arith word problems" in card["supervised_process"].value
     assert "judge — LLM judge: 8 step labels (by judge; model judge-7b)" in card["label_method"].value
     assert "symbolic — symbolic step checker: 8 step labels" in card["label_method"].value
+
+
+def test_paths_outside_the_run_folder_show_by_name(tmp_path):
+    prm = write_model_dir(tmp_path / "run" / "prm", kind="prm", backbone="tiny",
+                          train=[str(tmp_path / "run" / "data" / "train.jsonl"), str(tmp_path / "elsewhere.jsonl")])
+    card = card_from_provenance(model_dirs=[prm])
+    assert card["process_reward_model"].value == (
+        "prmkit-prm:tiny (at prm; convention prmkit; trained on data/train.jsonl, elsewhere.jsonl)")
+    assert str(tmp_path) not in json.dumps(card.to_dict())
+
+
+def test_sources_name_only_the_stages_that_ran_and_a_relabelled_copy_counts_once():
+    # The demo passes its training traces and then the same traces with Monte Carlo labels added: 2
+    # traces of 2 steps, symbolic labels on both, mc_hard labels on the copy of "g0" only.
+    traces = []
+    for i in range(2):
+        t = Trace(id=f"g{i}", problem=Problem("1+2+3?", answer="6", meta={"arith": {"steps": 2}}), steps=[
+            Step("1+2=3", labels=[StepLabel(1, "symbolic", labeler="symbolic")]),
+            Step("3+3=6", labels=[StepLabel(1, "symbolic", labeler="symbolic")])])
+        t.add_provenance(GenerateProvenance("hf", policy=PolicyRef("hf", "policy-1b"), splitter="newline"))
+        traces.append(t)
+    copy = Trace.from_dict(traces[0].to_dict())
+    for s in copy.steps:
+        s.labels.append(StepLabel(1, "mc_hard", labeler="mc", rollouts=2))
+    card = card_from_provenance(traces + [copy])
+    assert card["policy_model"].value == "policy-1b (hf)"
+    assert card["policy_model"].source == "trace provenance (2 traces): generate"
+    assert card["supervised_process"].value == ("step-by-step solutions to arith word problems (4 steps in 2 "
+                                                "traces: reasoning 4); steps split by newline")
+    assert card["supervised_process"].source == "step kinds, generate provenance, problem meta"
+    assert card["label_method"].value == ("symbolic — symbolic step checker: 4 step labels (by symbolic); "
+                                          "mc_hard — Monte Carlo rollouts (hard: any rollout reaches the "
+                                          "answer): 2 step labels (by mc; 2 rollouts)")
+
+
+def test_a_probe_that_cannot_measure_is_named_so():
+    card = card_from_provenance(results={"probes": {
+        "gaming": {"failed": True}, "length_bias": {"failed": None, "measured": False}}})
+    assert card["failed_probes"].value == ("gaming (of 2 probes run); length_bias could not measure "
+                                           "(too little data)")

@@ -255,7 +255,8 @@ def test_collapse_numbers():
 
 def test_collapse_needs_enough_steps_and_says_so():
     r = collapse_probe(collapse_data())           # default: 5 invalid and 5 valid steps per group
-    assert r.failed is False and r.criterion.startswith("not enough data")
+    assert r.failed is None and r.criterion.startswith("cannot measure")  # neither passed nor failed
+    assert r.to_dict()["measured"] is False
     assert r.right_answer.auroc == 0.5            # the numbers are still reported
     d = r.to_dict()
     assert set(d) >= {"right_answer", "wrong_answer", "gap", "outcome_auroc", "step_auroc", "failed",
@@ -310,7 +311,8 @@ def test_length_bias_numbers_with_ties():
     # two points each, both falling
     assert r.within_outcome == {"correct": {"n": 2, "spearman": pytest.approx(-1.0)},
                                 "incorrect": {"n": 2, "spearman": pytest.approx(-1.0)}}
-    assert r.failed is False and r.criterion.startswith("not enough data")
+    assert r.failed is None and r.criterion.startswith("cannot measure")
+    assert "(correct: 2 traces; incorrect: 2 traces)" in r.criterion
     assert length_bias_probe(traces, min_n=2).failed is True
 
 
@@ -401,8 +403,8 @@ def test_transfer_names_the_worst_other_source():
 
 def test_transfer_without_enough_data():
     r = transfer_probe(None, {"a": source("a", SOURCE_A)}, "a")
-    assert (r.out_of_domain, r.auroc_drop, r.failed) == (None, None, False)
-    assert r.criterion.startswith("not enough data")
+    assert (r.out_of_domain, r.auroc_drop, r.failed) == (None, None, None)
+    assert r.criterion.startswith("cannot measure") and r.to_dict()["measured"] is False
     with pytest.raises(PrmkitError, match="in_domain 'x' is not one of the sources: a"):
         transfer_probe(None, {"a": []}, "x")
 
@@ -442,3 +444,18 @@ def test_run_probes_without_a_second_source_leaves_transfer_out():
     # A probe the inputs do not allow is left out, not reported as passed.
     d = run_probes(ScriptedScorer(lambda t: [0.5] * len(t.steps)), collapse_data()[:2])
     assert list(d) == ["collapse", "gaming", "length_bias"]
+
+
+def test_length_bias_cannot_measure_when_nearly_all_traces_share_a_length():
+    # The case in small: 15 of 16 right-answer traces have 4 steps. The one 5-step trace is
+    # scored lower, a Spearman of about -0.45 that says nothing about length: no verdict.
+    rows = [(4, 0.6 + 0.01 * i, "correct") for i in range(15)] + [(5, 0.1, "correct")]
+    r = length_bias_probe(by_length(rows))
+    assert r.within_outcome["correct"]["spearman"] is not None
+    assert r.failed is None and r.to_dict()["measured"] is False
+    assert r.criterion.startswith("cannot measure: no outcome group has 10 traces of varied length "
+                                  "(correct: 15 of 16 traces have the same length; incorrect: 0 traces)")
+    # 12 of 16 (75%) at one length is varied enough (at most 80%): measured, and the drop fails it.
+    rows = [(4, 0.6, "correct")] * 12 + [(5 + i, 0.1, "correct") for i in range(4)]
+    r = length_bias_probe(by_length(rows))
+    assert r.failed is True and r.to_dict()["measured"] is True

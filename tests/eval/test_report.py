@@ -173,7 +173,8 @@ def test_markdown_formats_numbers_and_links_figures(report):
     assert "| **prm-min** | bon | prm (min) | 37.5% [12.5%, 62.5%] | 50.0% [25.0%, 75.0%] | " \
            "62.5% [50.0%, 75.0%] |" in md
     # comparison: diff 0.125 = +12.5 percentage points, interval [0.025, 0.25]
-    assert "**prm-min − majority** at N=4: +12.5 pp [+2.5 pp, +25.0 pp] — interval excludes 0" in md
+    # (one bullet per pair; in bold as its interval excludes 0)
+    assert "- **prm-min − majority**: **N=4 +12.5 pp [+2.5 pp, +25.0 pp]**\n" in md
     # step metrics: AUROC 3 decimals, accuracy as a percentage; the ORM's AUROC is None -> "—", explained
     assert "| **prm** | 40 | 30 | 10 | 0.812 | 0.500 | 0.600 | 0.900 | 85.0% | 0.062 | 0.125 |" in md
     assert "| **orm** | 8 | 8 | 0 | — | 0.500 | — | 1.000 | 100.0% | 0.100 | 0.050 |" in md
@@ -338,3 +339,111 @@ def test_the_verdict_numbers_render_as_one_comparison_table():
     # The difference is in percentage points with its paired interval, signed both sides.
     assert "| ORM | 50.0% [30.0%, 70.0%] | +12.5 pp [-10.0 pp, +30.0 pp] |" in md
     assert "| majority | — | — | not evaluated |" in md
+
+
+# -- issue 15, item 13: the report reads well --------------------------------------------------------------
+
+GOLDEN_DEMO = __import__("pathlib").Path(__file__).resolve().parents[1] / "golden" / "demo_report.json"
+
+
+def test_the_demo_report_shows_no_dump_of_internal_keys():
+    # Every key of the demo's results is rendered by its section (the probes' key / threshold / seed
+    # as one "Settings" line, meta's settings as a table), so no "Other fields" table is left.
+    md = render_markdown(json.loads(GOLDEN_DEMO.read_text()))
+    assert "Other fields" not in md
+    assert "| lr | 1e-4 |" in md and "| lr | 0.000 |" not in md       # the demo's learning rate
+    assert "*Settings:* a rise counts above 1e-6; fails above 10.0% of traces; seed 0." in md
+
+
+def test_unknown_keys_of_a_known_section_are_still_shown():
+    md = render_markdown({"labels": {"sources": ["a", "b"], "pairs": [], "my_new_number": 0.25}})
+    assert "### Other fields" in md and "| my_new_number | 0.250 |" in md
+
+
+def test_numbers_of_no_fixed_scale_keep_their_magnitude():
+    md = render_markdown({"meta": {"settings": {"lr": 1e-4, "eps": 1e-6, "wd": 0.0123, "warmup": 0.04,
+                                                "steps": 100, "zero": 0.0}}})
+    for row in ("| lr | 1e-4 |", "| eps | 1e-6 |", "| wd | 0.0123 |", "| warmup | 0.040 |",
+                "| steps | 100 |", "| zero | 0.000 |"):
+        assert row in md, row
+
+
+def test_markdown_is_fence_proof_and_lets_no_html_through():
+    step = "Step 1: ````python\nx = 1\n````\n# not a heading\n<script>alert(1)</script> &lt;b&gt;"
+    md = render_markdown({"meta": {"command": step}, "notes": {"text": step},
+                          "oddity": step})
+    # the code block's fence is longer than any backtick run inside it: five backticks
+    assert "`````\n" + step + "\n`````" in md
+    # plain text: the tags are entities, "&lt;" shows as written, a line cannot open a heading
+    assert "<script>" not in md.replace("`````\n" + step + "\n`````", "")
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp;lt;b&amp;gt;" in md
+    assert "\n\\# not a heading" in md
+    # in a table cell too (newlines folded, backticks escaped)
+    assert "| text | Step 1: \\`\\`\\`\\`python x = 1 \\`\\`\\`\\` # not a heading &lt;script&gt;" in md
+    page = render_html({"oddity": step})
+    assert "<script>" not in page and "&lt;script&gt;" in page
+
+
+def test_inline_code_with_backticks_keeps_its_span():
+    from prmkit.eval._report import _md_inline
+
+    assert _md_inline(("code", "a``b")) == "```a``b```"
+    assert _md_inline(("code", "`x")) == "`` `x ``"
+
+
+def test_paired_comparisons_fold_the_degenerate_ones():
+    bon = {"ns": [1, 2, 4], "methods": {}, "comparisons": [
+        {"a": "PRM (min)", "b": "ORM", "n": 1, "diff": 0.0, "lo": 0.0, "hi": 0.0},
+        {"a": "PRM (min)", "b": "ORM", "n": 2, "diff": -0.037, "lo": -0.167, "hi": 0.0},
+        {"a": "PRM (min)", "b": "ORM", "n": 4, "diff": -0.5, "lo": -0.75, "hi": -0.25},
+        {"a": "X", "b": "Y", "n": 1, "diff": 0.0, "lo": 0.0, "hi": 0.0},
+        {"a": "X", "b": "Y", "n": 4, "diff": 0.0, "lo": 0.0, "hi": 0.0}]}
+    md = render_markdown({"bon": bon})
+    items = [ln for ln in md.splitlines() if ln.startswith("- ")]
+    assert items == [
+        "- **PRM (min) − ORM**: N=2 -3.7 pp [-16.7 pp, +0.0 pp]; **N=4 -50.0 pp [-75.0 pp, -25.0 pp]**; "
+        "same choices in every resample at N=1",
+        "- **X − Y**: same choices in every resample at N=1, 4"]
+    assert "+0.0 pp [+0.0 pp, +0.0 pp]" not in md
+
+
+def test_the_verdict_names_results_below_random_and_below_n1():
+    from prmkit.eval._summary import bon_verdict
+
+    # PRM (min) falls from 75% at N=1 to 50% at N=8, below random's 77.5%; ORM (70%) is below random
+    # too; majority rises above both.
+    bon = {"ns": [1, 8], "problems": 6, "methods": {
+        "PRM (min)": {"selector": "bon", "acc": [0.75, 0.5], "lo": [0.5, 0.25], "hi": [1.0, 0.75]},
+        "ORM": {"selector": "bon", "acc": [0.75, 0.7], "lo": [0.5, 0.4], "hi": [1.0, 1.0]},
+        "majority": {"selector": "majority", "acc": [0.75, 1.0], "lo": [0.5, 1.0], "hi": [1.0, 1.0]},
+        "random": {"selector": "random", "acc": [0.75, 0.775], "lo": [0.5, 0.6], "hi": [1.0, 0.9]},
+        "oracle (pass@N)": {"selector": "oracle", "acc": [0.75, 1.0], "lo": [0.5, 1.0], "hi": [1.0, 1.0]}},
+        "comparisons": []}
+    out = bon_verdict(bon, "PRM (min)", ["ORM", "majority"])
+    assert ("PRM (min) at N=8 (50.0%) fell below random choice (77.5%) and below its own N=1 (75.0%): "
+            "more candidates made its pick worse. Also below random choice at N=8: ORM (70.0%).") in out["verdict"]
+    h = out["headline"]
+    assert (h["random_acc"], h["below_random"], h["below_n1"]) == (0.775, ["PRM (min)", "ORM"], ["PRM (min)", "ORM"])
+    md = render_markdown({"summary": out})
+    assert "| random choice | 77.5% | — | **PRM (min) fell below it** |" in md
+    assert "Other fields" not in md
+
+
+def test_a_probe_that_cannot_measure_says_so_in_the_report():
+    md = render_markdown({"probes": {"length_bias": {
+        "failed": None, "measured": False, "criterion": "cannot measure: 15 of 16 traces have one length",
+        "key": "prm"}}})
+    assert "| **length_bias** | cannot measure |" in md and "### length_bias: cannot measure" in md
+
+
+def test_the_best_of_n_figure_draws_the_verdicts_methods_bold():
+    from prmkit.eval._report import _verdict_methods
+
+    results = {"summary": {"headline": {"main": "PRM (min)", "versus": {"ORM": {}, "majority": {}},
+                                        "below_random": ["PRM (min)"]}}}
+    assert _verdict_methods(results) == ["PRM (min)", "ORM", "majority", "random"]
+    styles = _plots.bon_line_styles({m: {} for m in ("PRM (min)", "PRM (last)", "ORM", "majority", "random")},
+                                    _verdict_methods(results))
+    assert {m for m, s in styles.items() if s["bold"]} == {"PRM (min)", "ORM", "majority", "random"}
+    assert [m for m, s in styles.items() if s["band"]] == ["PRM (min)"]  # one band: the main method's
+    assert styles["PRM (last)"]["alpha"] < 1 and styles["PRM (last)"]["linewidth"] < styles["ORM"]["linewidth"]

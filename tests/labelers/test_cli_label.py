@@ -100,3 +100,15 @@ def test_a_labeler_registered_in_code_runs_and_is_listed(tmp_path, inp, monkeypa
     t = next(read_traces(out))
     assert [lab.value for lab in t.labels("step_length")] == [1, 1, -1]  # "a", "b", "The answer..."
     assert t.steps[0].labels[-1].args == {"longest": 1, "seed": 5}
+
+
+def test_skip_invalid_names_the_records_it_dropped(tmp_path, inp):
+    with open(inp, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"id": "broken", "problem": {"text": "q"}, "steps": [{"text": 5}]}) + "\n")
+    out = tmp_path / "out.jsonl"
+    result = CliRunner().invoke(app, ["label", str(inp), str(out), "--method", "mc", "-k", "1", *RULE,
+                                      "--no-progress", "--skip-invalid"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert f"1 malformed input records skipped (not in {out})" in result.output
+    assert f"skipped {inp}:5: steps[0].text — expected string, got integer (id broken)" in result.output
+    assert [t.id for t in read_traces(out)] == ["t0", "t1", "t2", "x"]

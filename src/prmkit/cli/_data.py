@@ -61,6 +61,13 @@ def _print_problems(report: ImportReport, limit: int) -> None:
             err_console.print(f"{title} by reason: {counts}", highlight=False, soft_wrap=True)
 
 
+def print_skipped(report: ImportReport, out: Path, limit: int = 20) -> None:
+    """List the records a ``--skip-invalid`` run skipped (location, field, id, reason) on stderr; past
+    ``limit`` count them and write them all to ``OUT.skipped.jsonl``."""
+    for line in report.skipped_lines(out, limit=limit):
+        err_console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
 @app.command()
 def convert(
     src: Annotated[Path, typer.Argument(help="Input file.")],
@@ -74,18 +81,40 @@ def convert(
     option: OptionOpt = None,
     write_option: Annotated[list[str] | None, typer.Option(
         "--write-option", "-w", help="An output format option KEY=VALUE. Repeatable.")] = None,
-    show: Annotated[int, typer.Option(help="How many skipped rows / issues to list.")] = 20,
+    show: Annotated[int, typer.Option(
+        help="How many skipped rows / issues to list; past it they are counted and the skipped ones "
+             "written to DST.skipped.jsonl.")] = 20,
+    strict: Annotated[bool, typer.Option(
+        help="Refuse a lossy conversion: fail (DST untouched) at the first trace the output format "
+             "cannot hold whole, instead of dropping what does not fit and listing it.")] = False,
 ) -> None:
     """Convert a trace file from one format to another, streaming.
 
+    A format that cannot hold everything a trace has (say trl_stepwise: no ids, nothing after the
+    first wrong step) drops it: what was dropped is printed per field with its count (every record
+    is read back to check), and --strict refuses instead.
+
     Example: prmkit data convert processbench/gsm8k.json pb.jsonl --to trl_stepwise
     """
-    report = ImportReport()
+    from prmkit.data import ExportReport
+
+    report, losses = ImportReport(), ExportReport()
     n = convert_file(src, dst, src_format=from_, dst_format=to, skip_invalid=skip_invalid, report=report,
-                read_options=parse_options(option), write_options=parse_options(write_option))
-    _print_problems(report, show)
+                     read_options=parse_options(option), write_options=parse_options(write_option),
+                     losses=losses, strict=strict)
+    print_skipped(report, dst, show)
+    for e in report.issues[:show]:
+        err_console.print(f"issue {e}", highlight=False, markup=False, soft_wrap=True)
+    if len(report.issues) > show:
+        err_console.print(f"… and {len(report.issues) - show} more issues", highlight=False)
     to = to or ("parquet" if dst.suffix == ".parquet" else "prmkit")
     console.print(f"wrote {n} {to} records to {dst} ({report.summary()})", highlight=False)
+    if not losses.lossless:
+        err_console.print(losses.summary(), highlight=False, markup=False, soft_wrap=True)
+        if losses.unreadable:
+            err_console.print(f"{losses.unreadable} written records cannot be read back as {to} "
+                              f"(first: {losses.first_unreadable})", highlight=False, markup=False,
+                              soft_wrap=True)
 
 
 @app.command()
@@ -100,12 +129,12 @@ def validate(
     Problems that an importer can keep a record for (say a PRMBench error index past the last step)
     are listed as issues and also fail the check.
     """
-    report = ImportReport()
+    from prmkit.data import scan
+
     if not path.exists():
         raise PrmkitError(f"{path}: no such file")
     fmt = from_ or detect_format(path)
-    for _ in _read(path, fmt, parse_options(option), skip_invalid=True, report=report):
-        pass
+    report = scan(path, fmt, **parse_options(option))
     limit = show or len(report.skipped) + len(report.issues) + 1
     _print_problems(report, limit)
     ok = not report.skipped and not report.issues
@@ -137,14 +166,15 @@ def stats(
         typer.echo(json.dumps({**st.to_dict(), "issues": len(report.issues)}, indent=2))
         return
     s = st.steps_summary()
-    t = Table(title=f"{path.name}", show_header=False)
+    t = Table(title=clip(path.name, 200), show_header=False)
     t.add_row("traces", str(st.traces))
     t.add_row("steps", str(st.steps))
     t.add_row("steps per trace", f"min {s['min']}  mean {s['mean']:.2f}  median {s['median']:g}  "
               f"max {s['max']}")
     t.add_row("traces with no wrong step", str(st.no_error))
-    t.add_row("outcomes", ", ".join(f"{k} {v}" for k, v in st.outcomes.most_common()))
-    t.add_row("step kinds", ", ".join(f"{k} {v}" for k, v in st.kinds.most_common()))
+    # Names come from the data: a huge one is clipped, as in inspect (the renderer is super-linear).
+    t.add_row("outcomes", clip(", ".join(f"{clip(k, 80)} {v}" for k, v in st.outcomes.most_common()), 2000))
+    t.add_row("step kinds", clip(", ".join(f"{clip(k, 80)} {v}" for k, v in st.kinds.most_common()), 2000))
     if report.issues:
         t.add_row("import issues", str(len(report.issues)))
     console.print(t)
@@ -152,7 +182,7 @@ def stats(
     for col in ("source", "label", "steps", "share"):
         lt.add_column(col, justify="right" if col in ("steps", "share") else "left")
     for (src, bucket), n in sorted(st.labels.items()):
-        lt.add_row(src, bucket, str(n), f"{n / max(st.steps, 1):.1%}")
+        lt.add_row(clip(src, 80), bucket, str(n), f"{n / max(st.steps, 1):.1%}")
     console.print(lt)
     ft = Table(title="first wrong step (0-based)")
     for col in ("first error", "traces", "share"):
@@ -163,16 +193,30 @@ def stats(
     console.print(ft)
 
 
-def _render(trace: Trace) -> None:
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters with a note of how many were cut (``limit`` 0: all).
+
+    The terminal renderer wraps in more than linear time on very long strings (a 3 MB step took
+    20 s, a 50 MB one never finished), so what ``inspect`` and ``stats`` print is clipped first.
+
+    >>> clip("abcdef", 4)
+    'abcd… [2 more characters not shown]'
+    """
+    if limit <= 0 or len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [{len(text) - limit} more characters not shown]"
+
+
+def _render(trace: Trace, limit: int = 2000) -> None:
     from rich.panel import Panel
     from rich.text import Text
 
     body = Text()
     body.append("problem: ", style="bold")
-    body.append(trace.problem.text.strip() + "\n")
+    body.append(clip(trace.problem.text.strip(), limit) + "\n")
     if trace.problem.answer is not None:
         body.append("reference answer: ", style="bold")
-        body.append(f"{trace.problem.answer}\n")
+        body.append(f"{clip(trace.problem.answer, limit)}\n")
     for i, s in enumerate(trace.steps):
         lab = s.label()
         mark = ("   ·" if lab is None else
@@ -181,15 +225,16 @@ def _render(trace: Trace) -> None:
                  "green" if lab.positive else "red")
         body.append(f"[{i}] {mark} ", style=style)
         if s.kind != "reasoning":
-            body.append(f"<{s.kind}> ", style="cyan")
-        body.append(s.text.strip().replace("\n", "\n         ") + "\n")
+            body.append(f"<{clip(s.kind, 80)}> ", style="cyan")
+        body.append(clip(s.text.strip(), limit).replace("\n", "\n         ") + "\n")
         if s.scores:
-            body.append("         scores: " + ", ".join(f"{k}={v:.3f}" for k, v in s.scores.items())
-                        + "\n", style="magenta")
+            body.append("         scores: " + clip(", ".join(f"{k}={v:.3f}" for k, v in s.scores.items()),
+                                                  limit) + "\n", style="magenta")
     body.append("final answer: ", style="bold")
-    body.append(f"{trace.final_answer}   outcome: {trace.outcome}   first error: "
+    final = None if trace.final_answer is None else clip(trace.final_answer, limit)
+    body.append(f"{final}   outcome: {clip(trace.outcome, 80)}   first error: "
                 f"{trace.first_error()}")
-    console.print(Panel(body, title=f"{trace.id}  ({trace.source or 'unknown source'})",
+    console.print(Panel(body, title=f"{clip(trace.id, 200)}  ({clip(trace.source or 'unknown source', 80)})",
                         title_align="left"))
 
 
@@ -200,9 +245,15 @@ def inspect(
     option: OptionOpt = None,
     n: Annotated[int, typer.Option("-n", help="How many traces to show.")] = 3,
     id_: Annotated[list[str] | None, typer.Option("--id", help="Show the trace(s) with this id.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print prmkit JSON instead.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print prmkit JSON instead (complete, never "
+                                                        "clipped).")] = False,
+    max_chars: Annotated[int, typer.Option(
+        help="Longest text shown of a problem, step or answer; the rest is cut and counted (0: all).")
+    ] = 2000,
 ) -> None:
-    """Show traces: problem, steps with their labels and scores, final answer and outcome."""
+    """Show traces: problem, steps with their labels and scores, final answer and outcome.
+
+    Long texts are clipped to --max-chars, saying how many characters were cut."""
     report = ImportReport()
     shown = 0
     for t in _read(path, from_, parse_options(option), skip_invalid=False, report=report):
@@ -211,7 +262,7 @@ def inspect(
         if as_json:
             typer.echo(json.dumps(t.to_dict(), ensure_ascii=False, indent=2))
         else:
-            _render(t)
+            _render(t, max_chars)
         shown += 1
         if not id_ and shown >= n:
             break
@@ -273,4 +324,4 @@ def derive(
                       highlight=False, soft_wrap=True)
 
 
-__all__ = ["app", "parse_options"]
+__all__ = ["app", "clip", "parse_options", "print_skipped"]

@@ -204,7 +204,8 @@ def probes(
                                probes=only or None)
     _unscored(skipped)
     for probe, d in res.items():
-        verdict = "FAILED" if d.get("failed") else "passed"
+        failed = d.get("failed")
+        verdict = "FAILED" if failed else "passed" if failed is False else "cannot measure"
         console.print(f"{probe}: {verdict} — {d.get('criterion', '')}", highlight=False, soft_wrap=True)
     _save("probes", res, json_out)
 

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from prmkit.cli._data import parse_options
+from prmkit.cli._data import parse_options, print_skipped
 from prmkit.cli._help import names, policy_help
 from prmkit.data import FORMATS
 from prmkit.labelers import LABELERS
@@ -65,7 +65,8 @@ def label(
     from_format: Annotated[str | None, typer.Option(
         "--from", help=f"Format of IN (detected when omitted): {names(FORMATS)}.")] = None,
     skip_invalid: Annotated[bool, typer.Option(
-        "--skip-invalid", help="Skip malformed input records (listed) instead of failing.")] = False,
+        "--skip-invalid", help="Skip malformed input records instead of failing (each listed with "
+        "its place, id and reason; past 20, counted and written to OUT.skipped.jsonl).")] = False,
     window: Annotated[int, typer.Option(help="Traces in progress at once.")] = 64,
     report_json: Annotated[Path | None, typer.Option(
         "--report", help="Also write the run report as JSON here.")] = None,
@@ -80,6 +81,7 @@ def label(
     shared options its arguments name and keeps its own defaults for those left out; options it
     does not take are ignored, so one command line serves every method.
     """
+    from prmkit.data import ImportReport
     from prmkit.labelers import build_labeler, label_file
 
     options = {"policy": policy, "policy_args": parse_options(policy_arg), "judge_policy": judge_policy,
@@ -88,15 +90,26 @@ def label(
                "judge_max_new_tokens": judge_max_new_tokens, "temperature": temperature,
                "judge_temperature": judge_temperature, "top_p": top_p, "seed": seed, "shots": shots,
                "workers": workers, "ray_address": ray_address}
+    imported = ImportReport()
     with build_labeler(method, options, parse_options(option)) as labeler:
         report = label_file(inp, out, labeler, store=store, fmt=from_format,
-                            skip_invalid=skip_invalid, progress=not no_progress, window=window)
+                            skip_invalid=skip_invalid, progress=not no_progress, window=window,
+                            import_report=imported)
     console.print(f"{out}: {report.summary()}", highlight=False, soft_wrap=True)
+    if imported.skipped:
+        console.print(f"{len(imported.skipped)} malformed input records skipped (not in {out})",
+                      highlight=False, soft_wrap=True)
+    if skip_invalid:
+        print_skipped(imported, out)
     if report.store is not None:
         console.print(f"store: {report.store} ({report.wall_seconds:.1f} s)", highlight=False,
                       soft_wrap=True)
     for trace_id, reason in report.skipped[:10]:
-        console.print(f"[yellow]skipped[/] {trace_id}: {reason}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]skipped[/] {trace_id}: {reason} (written unchanged)", highlight=False,
+                      soft_wrap=True)
+    if len(report.skipped) > 10:
+        console.print(f"… and {len(report.skipped) - 10} more skipped traces (written unchanged)",
+                      highlight=False)
     for issue in report.issues[:10]:
         console.print(f"[yellow]issue[/] {issue}", highlight=False, soft_wrap=True)
     if report_json is not None:

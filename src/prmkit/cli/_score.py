@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from prmkit.cli._data import parse_options
+from prmkit.cli._data import parse_options, print_skipped
 from prmkit.cli._help import check_aggregator, names, policy_help
 from prmkit.cli._options import EnvSeedOpt, MaxOperandOpt, OpsOpt, StepsOpt
 from prmkit.data import FORMATS
@@ -76,7 +76,8 @@ def score(
                                             "share their prompt).")] = 256,
     from_format: FromOpt = None,
     skip_invalid: Annotated[bool, typer.Option(
-        "--skip-invalid", help="Skip malformed input records instead of failing.")] = False,
+        "--skip-invalid", help="Skip malformed input records instead of failing (each listed with "
+        "its place, id and reason; past 20, counted and written to OUT.skipped.jsonl).")] = False,
     allow_pickle: AllowPickleOpt = False,
 ) -> None:
     """Score every step of every trace in IN and write them to OUT.
@@ -91,6 +92,11 @@ def score(
                         key=key,
                         aggregate=aggregate, chunk=chunk, fmt=from_format, skip_invalid=skip_invalid)
     _say(report.lines())
+    if skip_invalid:
+        from prmkit.data import ImportReport, scan
+
+        # score_file counts what it skipped but keeps no list: one more read (no model) names them.
+        print_skipped(scan(inp, from_format) if report.invalid else ImportReport(), out)
 
 
 def select(

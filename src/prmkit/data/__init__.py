@@ -21,6 +21,7 @@ from prmkit.data._derive import (
     gsm8k_derived_traces,
     inject_errors,
 )
+from prmkit.data._export import ExportReport, LossyExportError, trace_losses
 from prmkit.data._format import (
     FORMATS,
     Format,
@@ -29,7 +30,9 @@ from prmkit.data._format import (
     detect_format,
     get_format,
     read,
+    record_id,
     register_format,
+    scan,
     write,
 )
 from prmkit.data._gsm8k import parse_calculations
@@ -57,8 +60,9 @@ from prmkit.data._split import (
 from prmkit.data._stats import TraceStats, compute_stats
 
 __all__ = [
-    "FORMATS", "Format", "ImportReport", "convert", "count_records", "detect_format", "get_format", "read",
-    "register_format", "write",
+    "FORMATS", "Format", "ImportReport", "ExportReport", "LossyExportError", "trace_losses", "convert",
+    "count_records", "detect_format", "get_format", "read", "record_id", "register_format", "scan",
+    "write",
     "arrow_schema", "decode_rows", "from_hf_dataset", "read_parquet", "to_hf_dataset",
     "write_parquet",
     "answers_equal", "extract_answer", "extract_answer_is", "extract_boxed", "extract_gsm8k",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from prmkit.data._export import ExportReport
 from prmkit.data._format import ImportReport, detect_format, read, write
 from prmkit.data._hf import write_parquet
 from prmkit.errors import PrmkitError
@@ -16,11 +17,14 @@ __all__ = ["convert"]
 def convert(src: str | os.PathLike, dst: str | os.PathLike, *, src_format: str | None = None,
             dst_format: str | None = "prmkit", skip_invalid: bool = False,
             report: ImportReport | None = None, read_options: dict[str, Any] | None = None,
-            write_options: dict[str, Any] | None = None) -> int:
+            write_options: dict[str, Any] | None = None, losses: ExportReport | None = None,
+            strict: bool = False) -> int:
     """Convert ``src`` to ``dst``, streaming. Returns the number of records written.
 
     ``dst_format`` ``"parquet"`` writes Apache Parquet (the ``datasets`` schema); None picks it for a
-    ``.parquet`` file name, else ``prmkit`` JSONL."""
+    ``.parquet`` file name, else ``prmkit`` JSONL. Both keep everything; any other format may not hold
+    all a trace has: ``losses`` counts what it dropped, per field, and ``strict`` refuses (raises
+    :class:`~prmkit.data.LossyExportError`, leaving ``dst`` as it was) instead of dropping anything."""
     if dst_format is None:
         dst_format = "parquet" if str(dst).endswith(".parquet") else "prmkit"
     if not os.path.exists(src):
@@ -37,7 +41,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, src_format: str |
         if dst_format == "parquet":
             n = write_parquet(traces, tmp, **(write_options or {}))
         else:
-            n = write(traces, tmp, dst_format, **(write_options or {}))
+            n = write(traces, tmp, dst_format, losses=losses, strict=strict, **(write_options or {}))
         os.replace(tmp, dst)
     except BaseException:
         if os.path.exists(tmp):

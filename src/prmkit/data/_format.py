@@ -19,11 +19,12 @@ from typing import Any, ClassVar
 from prmkit._fields import Fields
 from prmkit._jsonio import ensure_parent, iter_json_records, open_text, write_jsonl_line
 from prmkit._registry import Registry
+from prmkit.data._export import ExportReport, LossCheck
 from prmkit.errors import FormatError, PrmkitError
 from prmkit.trace import Trace
 
 __all__ = ["Format", "ImportReport", "FORMATS", "get_format", "detect_format", "read", "write",
-           "register_format", "count_records"]
+           "register_format", "count_records", "record_id", "scan"]
 
 
 @dataclass
@@ -45,6 +46,56 @@ class ImportReport:
     def issue_reasons(self) -> Counter[str]:
         return Counter(e.reason for e in self.issues)
 
+    def skipped_rows(self) -> list[dict[str, Any]]:
+        """One row per skipped record: ``path``, ``line``, ``field``, ``id`` (when the record had
+        one) and ``reason``, as written to the side file of :meth:`write_skipped`."""
+        return [{"path": e.path, "line": e.line, "field": e.field, "id": record_id(e),
+                 "reason": e.reason} for e in self.skipped]
+
+    def write_skipped(self, path: str | os.PathLike) -> None:
+        """Write :meth:`skipped_rows` to ``path`` as JSON Lines, through a temporary file beside it
+        that is flushed to disk and renamed: ``path`` is complete or absent."""
+        path = Path(path)
+        ensure_parent(path)
+        tmp = path.with_name(path.name + ".partial")
+        try:
+            with open_text(tmp, "w") as f:
+                for row in self.skipped_rows():
+                    write_jsonl_line(f, row)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+
+    def skipped_lines(self, out: str | os.PathLike | None = None, *, limit: int = 20) -> list[str]:
+        """Lines for people about the skipped records: each one (``file:line: field — reason``, and
+        its id) up to ``limit``; past it the count, and with ``out`` the full list written to
+        ``<out>.skipped.jsonl`` (a stale list from an earlier run of ``out`` is removed).
+
+        >>> r = ImportReport(skipped=[FormatError("bad", path="a.jsonl", line=3, field="steps")])
+        >>> r.skipped_lines()
+        ['skipped a.jsonl:3: steps — bad', 'skipped by reason: 1× bad']
+        """
+        side = None if out is None else Path(f"{os.fspath(out)}.skipped.jsonl")
+        lines = []
+        for e in self.skipped[:limit]:
+            rid = record_id(e)
+            lines.append(f"skipped {e}" + (f" (id {rid})" if rid is not None else ""))
+        if len(self.skipped) > limit:
+            lines.append(f"… and {len(self.skipped) - limit} more: {len(self.skipped)} records skipped")
+            if side is not None:
+                self.write_skipped(side)
+                lines.append(f"all {len(self.skipped)} skipped records (file, line, field, id, reason): "
+                             f"{side}")
+        elif side is not None and side.exists():
+            side.unlink()
+        if self.skipped:
+            lines.append("skipped by reason: " + ", ".join(
+                f"{n}× {r}" for r, n in self.skip_reasons().most_common(5)))
+        return lines
+
     def summary(self) -> str:
         parts = [f"{self.records} records read", f"{self.traces} traces"]
         if self.skipped:
@@ -52,6 +103,27 @@ class ImportReport:
         if self.issues:
             parts.append(f"{len(self.issues)} issues")
         return ", ".join(parts)
+
+
+#: Keys under which public formats keep a record's id, most specific first.
+_ID_KEYS = ("id", "idx", "unique_id", "question_id", "uid")
+
+
+def _with_id(err: FormatError, record: Any) -> FormatError:
+    """``err`` carrying the id of the malformed ``record`` when it has a usable one, so a skipped
+    record can be named by id as well as by line."""
+    if isinstance(record, dict):
+        for key in _ID_KEYS:
+            value = record.get(key)
+            if isinstance(value, (str, int)) and not isinstance(value, bool) and len(str(value)) <= 200:
+                err.record_id = str(value)  # type: ignore[attr-defined]
+                break
+    return err
+
+
+def record_id(err: FormatError) -> str | None:
+    """The id of the record ``err`` is about, when it was read (see :meth:`ImportReport.skipped_rows`)."""
+    return getattr(err, "record_id", None)
 
 
 class Format:
@@ -67,6 +139,8 @@ class Format:
     description: ClassVar[str] = ""
     #: Whether reading appends an "import" provenance entry to each trace.
     record_import: ClassVar[bool] = True
+    #: Whether a record holds everything a trace has (then writing skips the loss check).
+    lossless: ClassVar[bool] = False
 
     def __init__(self, **options: Any) -> None:
         self.options = options
@@ -136,7 +210,7 @@ class Format:
             except FormatError as e:
                 if not skip_invalid:
                     raise
-                self.report.skipped.append(e)
+                self.report.skipped.append(_with_id(e, obj))
                 continue
             except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
                 # A decoder bug or an input shape it did not foresee: still name the place.
@@ -144,7 +218,7 @@ class Format:
                                   line=line)
                 if not skip_invalid:
                     raise err from e
-                self.report.skipped.append(err)
+                self.report.skipped.append(_with_id(err, obj))
                 continue
             for t in traces:
                 if self.record_import:
@@ -153,8 +227,22 @@ class Format:
                 self.report.traces += 1
                 yield t
 
-    def write(self, traces: Iterable[Trace], path: str | os.PathLike) -> int:
-        """Write ``traces`` in this format (streamed); returns how many records were written."""
+    def group(self, traces: Iterable[Trace]) -> Iterator[list[Trace]]:
+        """The traces of each record to write, in order: one each (a format whose records hold
+        several traces, such as MATH-APS's search trees, overrides this)."""
+        for t in traces:
+            yield [t]
+
+    def write(self, traces: Iterable[Trace], path: str | os.PathLike, *,
+              losses: ExportReport | None = None, strict: bool = False) -> int:
+        """Write ``traces`` in this format (streamed); returns how many records were written.
+
+        ``losses``: read every record back and count in it what the format could not hold (see
+        :class:`ExportReport`); ``strict``: raise :class:`LossyExportError` at the first trace that
+        would lose anything (implies the check)."""
+        check = None
+        if (losses is not None or strict) and not self.lossless:
+            check = LossCheck(self, losses if losses is not None else ExportReport(), strict=strict)
         ensure_parent(path)
         n = 0
         with open_text(path, "w") as f:
@@ -162,15 +250,20 @@ class Format:
                 import json
 
                 f.write("[")
-                for t in traces:
+            for group in self.group(traces):
+                record = self.encode_record(group)
+                if check is not None:
+                    check(group, record)
+                if self.container == "array":
                     f.write(",\n" if n else "\n")
-                    f.write(json.dumps(self.encode(t), ensure_ascii=False))
-                    n += 1
+                    f.write(json.dumps(record, ensure_ascii=False))
+                else:
+                    write_jsonl_line(f, record)
+                n += 1
+            if self.container == "array":
                 f.write("\n]\n" if n else "]\n")
-            else:
-                for t in traces:
-                    write_jsonl_line(f, self.encode(t))
-                    n += 1
+        if losses is not None and self.lossless:
+            losses.format = losses.format or self.name
         return n
 
 
@@ -232,10 +325,22 @@ def read(path: str | os.PathLike, fmt: str | None = None, *, skip_invalid: bool 
     yield from f.read(path, skip_invalid=skip_invalid)
 
 
-def write(traces: Iterable[Trace], path: str | os.PathLike, fmt: str = "prmkit",
-          **options: Any) -> int:
-    """Write ``traces`` to ``path`` in format ``fmt``; returns the number of records."""
-    return get_format(fmt, **options).write(traces, path)
+def write(traces: Iterable[Trace], path: str | os.PathLike, fmt: str = "prmkit", *,
+          losses: ExportReport | None = None, strict: bool = False, **options: Any) -> int:
+    """Write ``traces`` to ``path`` in format ``fmt``; returns the number of records.
+
+    ``losses`` counts what the format could not hold; ``strict`` refuses to lose anything (see
+    :meth:`Format.write`)."""
+    return get_format(fmt, **options).write(traces, path, losses=losses, strict=strict)
+
+
+def scan(path: str | os.PathLike, fmt: str | None = None, **options: Any) -> ImportReport:
+    """Read all of ``path`` skipping malformed records, and return what was read, skipped and why
+    (what ``prmkit data validate`` checks)."""
+    report = ImportReport()
+    for _ in read(path, fmt, skip_invalid=True, report=report, **options):
+        pass
+    return report
 
 
 def count_records(path: str | os.PathLike, fmt: str | None = None) -> int:

@@ -23,12 +23,10 @@ tree preprocessing; count labels per entry (``label.meta["math_aps"]["entry"]``)
 from __future__ import annotations
 
 import copy
-import os
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from prmkit._fields import Fields
-from prmkit._jsonio import ensure_parent, open_text, write_jsonl_line
 from prmkit.data._answers import extract_boxed
 from prmkit.data._format import Format
 from prmkit.errors import PrmkitError
@@ -230,8 +228,8 @@ class MathAPSFormat(Format):
         verdict = binarize(label, neutral=self.neutral, threshold=self.threshold)
         return None if verdict is None else float(verdict)
 
-    def encode_records(self, traces: Iterable[Trace]) -> Iterator[dict[str, Any]]:
-        """Records from a stream of traces, merging consecutive traces of the same record.
+    def group(self, traces: Iterable[Trace]) -> Iterator[list[Trace]]:
+        """Consecutive traces of the same record, together (what :meth:`Format.write` writes as one).
 
         Traces belong to the same record when they carry the same ``meta["math_aps"]["record"]``
         (its ``<file>:<line>``) and problem; traces from elsewhere are a record each.
@@ -242,22 +240,18 @@ class MathAPSFormat(Format):
             rec = t.meta.get(self.name, {}).get("record")
             k = None if rec is None else (rec, t.problem.text, t.problem.answer)
             if group and (k is None or k != key):
-                yield self.encode_record(group)
+                yield group
                 group = []
             group.append(t)
             key = k
         if group:
-            yield self.encode_record(group)
+            yield group
 
-    def write(self, traces: Iterable[Trace], path: str | os.PathLike) -> int:
-        """Write ``traces`` as JSON Lines, one record per group (see :meth:`encode_records`)."""
-        ensure_parent(path)
-        n = 0
-        with open_text(path, "w") as f:
-            for record in self.encode_records(traces):
-                write_jsonl_line(f, record)
-                n += 1
-        return n
+    def encode_records(self, traces: Iterable[Trace]) -> Iterator[dict[str, Any]]:
+        """Records from a stream of traces, merging consecutive traces of the same record (see
+        :meth:`group`)."""
+        for group in self.group(traces):
+            yield self.encode_record(group)
 
 
 def _states(prefixes: list[str], question: str) -> tuple[list[str], list[list[int]]]:

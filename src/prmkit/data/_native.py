@@ -16,6 +16,7 @@ class PrmkitFormat(Format):
     description = "prmkit Trace JSONL (lossless)"
     #: Re-reading prmkit's own files must not stack an "import" entry per read.
     record_import = False
+    lossless = True
 
     @classmethod
     def detect(cls, record: Any) -> bool:

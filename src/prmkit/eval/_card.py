@@ -219,9 +219,20 @@ class _Seen:
     splitters: Counter = field(default_factory=Counter)
     domains: Counter = field(default_factory=Counter)
     monitors: Counter = field(default_factory=Counter)
+    # What filled each field, so a source names only the stages that ran.
+    policy_from: set = field(default_factory=set)
+    scorer_from: dict = field(default_factory=lambda: {"prm": set(), "orm": set()})
+    process_from: set = field(default_factory=set)
+    # id -> what was counted for it: one trace met again at a later stage (the demo passes its training
+    # traces and then the same traces with Monte Carlo labels added) is one trace, and its labels and
+    # provenance count once; only what the later copy adds is counted.
+    counted: dict = field(default_factory=dict)
 
     def add(self, t: Trace) -> None:
-        self.traces += 1
+        first = t.id not in self.counted
+        counted = self.counted.setdefault(t.id, set())
+        if first:
+            self.traces += 1
         imported = None
         # Per trace, each value counts once (a trace scored twice by one PRM is one trace).
         mine: dict[str, set] = {k: set() for k in ("policies", "adapters_base", "splitters", "imports",
@@ -230,17 +241,21 @@ class _Seen:
             e = p.typed
             if isinstance(e, GenerateProvenance):
                 mine["policies"].add(_model_of(e.policy) or p.name)
+                self.policy_from.add(p.stage)
                 if e.policy is not None and e.policy.adapter and e.policy.model:
                     mine["adapters_base"].add(e.policy.model)
                 if e.splitter:
                     mine["splitters"].add(e.splitter)
+                    self.process_from.add(f"{p.stage} provenance")
             elif isinstance(e, (SearchProvenance, GuidedProvenance)):
                 model = _model_of(e.policy)
                 if model:
                     mine["policies"].add(f"{model} [{p.stage}]")
+                    self.policy_from.add(p.stage)
                 # A guided entry does not record its scorer's kind, so it names no PRM / ORM.
                 if isinstance(e, SearchProvenance) and e.scorer and e.kind in ("prm", "orm"):
                     mine[e.kind].add(e.scorer)
+                    self.scorer_from[e.kind].add(p.stage)
             elif isinstance(e, LabelProvenance):
                 judge = e.judge_policy
                 if judge is not None and judge.model:
@@ -249,25 +264,34 @@ class _Seen:
             elif isinstance(e, ScoreProvenance):
                 if e.kind in ("prm", "orm"):
                     mine[e.kind].add(e.model or p.name)
+                    self.scorer_from[e.kind].add(p.stage)
             elif p.stage == "import":
                 imported = p.name
                 mine["imports"].add(p.name)
             elif p.stage == "split":
                 mine["splitters"].add(p.name)
+                self.process_from.add("split provenance")
             elif p.stage == "monitor":
                 mine["monitors"].add(p.name)
         gen = ((t.meta or {}).get("processbench") or {}).get("generator")
         if gen and not mine["policies"]:
             mine["policies"].add(f"{gen} [processbench generator]")
+            self.policy_from.add("trace meta: processbench.generator")
         for key, values in mine.items():
             target = self.scorers[key] if key in ("prm", "orm") else getattr(self, key)
-            target.update(values)
+            new = {v for v in values if (key, v) not in counted}
+            counted.update((key, v) for v in new)
+            target.update(new)
+        if not first:
+            self._add_labels(t, counted)
+            return
         if (t.problem.meta or {}).get("arith"):
             self.domains["arith word problems"] += 1
+            self.process_from.add("problem meta")
         elif imported:
             self.domains[f"{imported} problems"] += 1
+            self.process_from.add("import provenance")
         has_tool = False
-        human_here = False
         for s in t.steps:
             self.steps += 1
             self.kinds[s.kind] += 1
@@ -279,7 +303,19 @@ class _Seen:
                 self.tools[str(name or "unnamed tool")] += 1
             elif s.kind == "observation":
                 has_tool = True
+        if self._add_labels(t, counted):
+            self.human_imports[imported or (t.source or "unknown dataset")] += 1
+        self.tool_traces += has_tool
+
+    def _add_labels(self, t: Trace, counted: set) -> bool:
+        """Count the step labels of ``t`` not counted for its id before; whether one is human."""
+        human_here = False
+        for i, s in enumerate(t.steps):
             for lab in s.labels:
+                sig = ("label", i, lab.source, lab.kind, lab.value, lab.labeler)
+                if sig in counted:
+                    continue
+                counted.add(sig)
                 src = lab.source
                 self.label_steps[src] += 1
                 if lab.labeler:
@@ -296,24 +332,24 @@ class _Seen:
                     human_here = True
                     if lab.labeler:
                         self.human_labelers.add(lab.labeler)
-        if human_here:
-            self.human_imports[imported or (t.source or "unknown dataset")] += 1
-        self.tool_traces += has_tool
+        return human_here
 
 
 def _fill_from_traces(card: Card, seen: _Seen) -> None:
     n = seen.traces
     where = f"trace provenance ({n} traces)"
     if seen.policies:
+        stages = sorted(x for x in seen.policy_from if not x.startswith("trace meta"))
+        meta = sorted(x for x in seen.policy_from if x.startswith("trace meta"))
         card.set("policy_model", _plain_or_counted(seen.policies, "trace", n),
-                 f"{where}: generate / search / guided; trace meta: processbench.generator")
+                 "; ".join(([f"{where}: {' / '.join(stages)}"] if stages else []) + meta))
     if seen.adapters_base:
         card.set("base_model", f"{_plain_or_counted(seen.adapters_base, 'trace')} (policy base, "
                  "fine-tuned with an adapter)", f"{where}: generate policy.adapter")
     for kind, key in (("prm", "process_reward_model"), ("orm", "outcome_reward_model")):
         if seen.scorers[kind]:
             card.set(key, _plain_or_counted(seen.scorers[kind], "trace", n),
-                     f"{where}: score / search (kind {kind})")
+                     f"{where}: {' / '.join(sorted(seen.scorer_from[kind]))} (kind {kind})")
     if seen.judges:
         names = [f"{m} ({b})" if b and b != m else m for m, b in sorted(seen.judges.items())]
         card.set("automated_judge", "; ".join(names), " + ".join(sorted(seen.judge_where)))
@@ -340,7 +376,7 @@ def _fill_from_traces(card: Card, seen: _Seen) -> None:
         domain = f" to {', '.join(sorted(seen.domains))}" if seen.domains else ""
         split = f"; steps split by {', '.join(sorted(seen.splitters))}" if seen.splitters else ""
         card.set("supervised_process", f"{what}{domain} ({seen.steps} steps in {n} traces: {kinds}){split}",
-                 "step kinds, problem meta, generate / split / import provenance")
+                 ", ".join(["step kinds", *sorted(seen.process_from)]))
     if seen.label_steps:
         parts = []
         for src, count in sorted(seen.label_steps.items(), key=lambda kv: (-kv[1], kv[0])):
@@ -405,23 +441,50 @@ def _read_model_dir(path: str | os.PathLike) -> TrainProvenance:
     return TrainProvenance.from_dict(info)
 
 
+def _run_folder(model_dirs: list[str | os.PathLike]) -> Path | None:
+    """The folder the model folders sit in (their common parent): paths in the card are shown
+    relative to it, so the card names files of the run, never the user's machine."""
+    parents = [str(Path(d).resolve().parent) for d in model_dirs]
+    try:
+        return Path(os.path.commonpath(parents)) if parents else None
+    except ValueError:  # different drives
+        return None
+
+
+def _shown(path: str | os.PathLike, run: Path | None) -> str:
+    """``path`` as the card shows it: relative to the run folder when inside it, else its name alone
+    (an absolute path would publish the user's folder layout)."""
+    p = Path(path)
+    if not p.is_absolute() and run is None:
+        return p.as_posix()
+    full = p.resolve()
+    if run is not None:
+        try:
+            return full.relative_to(run).as_posix()
+        except ValueError:
+            pass
+    return p.name or p.as_posix()
+
+
 def _fill_from_model_dirs(card: Card, model_dirs: Iterable[str | os.PathLike]) -> None:
     from prmkit.models import RM_CONFIG
 
     found: dict[str, list[tuple[str, str]]] = {"prm": [], "orm": []}
     bases: list[tuple[str, str]] = []
-    for d in model_dirs:
+    dirs = list(model_dirs)
+    run = _run_folder(dirs)
+    for d in dirs:
         rec = _read_model_dir(d)
         kind = rec.kind or "prm"  # checked by _read_model_dir; absent: loaded as a PRM
-        details = [f"at {d}"]
+        details = [f"at {_shown(d, run)}"]
         if rec.convention_name:
             details.append(f"convention {rec.convention_name}")
         if rec.data:
-            details.append("trained on " + ", ".join(rec.data))
+            details.append("trained on " + ", ".join(_shown(x, run) for x in rec.data))
         if rec.label_source:
             details.append(f"label source {rec.label_source}")
-        name = rec.name or str(d)
-        src = f"{Path(d) / RM_CONFIG}" + (" + train_config" if rec.train_config else "")
+        name = rec.name or _shown(d, run)
+        src = f"{_shown(Path(d) / RM_CONFIG, run)}" + (" + train_config" if rec.train_config else "")
         found[kind].append((f"{name} ({'; '.join(details)})", src))
         if rec.base_model:
             spelled = _BACKBONES.get(rec.base_model)
@@ -442,11 +505,14 @@ def _fill_from_results(card: Card, results: Mapping[str, Any]) -> None:
     if isinstance(probes, Mapping) and probes:
         run = {k: v for k, v in probes.items() if isinstance(v, Mapping)}
         failed = [k for k, v in run.items() if v.get("failed") is True]
-        undecided = [k for k, v in run.items() if v.get("failed") is None]
+        unmeasured = [k for k, v in run.items() if v.get("failed") is None and v.get("measured") is False]
+        undecided = [k for k, v in run.items() if v.get("failed") is None and k not in unmeasured]
         if failed:
             value = ", ".join(failed) + f" (of {len(run)} probes run)"
         else:
             value = f"none of the {len(run)} probes run"
+        if unmeasured:
+            value += f"; {', '.join(unmeasured)} could not measure (too little data)"
         if undecided:
             value += f"; no verdict from {', '.join(undecided)}"
         card.set("failed_probes", value, "results: probes (" + ", ".join(run) + ")")

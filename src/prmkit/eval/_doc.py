@@ -41,10 +41,37 @@ def _pp(x: Any) -> str:
     return _DASH if _bad(x) else f"{100 * x:+.1f} pp"
 
 
+def _num(x: Any) -> str:
+    """A number of no fixed scale, by its magnitude, so that a small one never reads as zero: three
+    decimals from 0.1 to 100, one from 100 up; from 0.001 to 0.1 three decimals when they hold it
+    exactly, else three significant digits; below 0.001 scientific notation with up to three
+    significant digits; zero as 0.000; an int as it is.
+
+    >>> [_num(x) for x in (1e-4, 1e-6, -2.345e-5, 0.0123, 0.04, 0.5, 12.0, 1234.56, 0.0, 7)]
+    ['1e-4', '1e-6', '-2.35e-5', '0.0123', '0.040', '0.500', '12.000', '1234.6', '0.000', '7']
+    """
+    if _bad(x):
+        return _DASH
+    if isinstance(x, int):
+        return str(x)
+    a = abs(x)
+    if a == 0:
+        return "0.000"
+    if a >= 100:
+        return f"{x:.1f}"
+    if a >= 0.1:
+        return f"{x:.3f}"
+    if a >= 1e-3:
+        three = f"{x:.3f}"
+        return three if abs(float(three) - x) <= 1e-12 else f"{x:.3g}"
+    mantissa, exp = f"{x:.2e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exp)}"
+
+
 def _int(x: Any) -> str:
     if _bad(x):
         return _DASH
-    return str(int(x)) if float(x).is_integer() else f"{x:.3f}"
+    return str(int(x)) if float(x).is_integer() else _num(x)
 
 
 def _ci(acc: Any, lo: Any, hi: Any) -> str:
@@ -59,7 +86,8 @@ _FRACTION_WORDS = ("acc", "accuracy", "frac", "rate", "agreement", "pass")
 
 def _auto(key: Any, x: Any) -> str:
     """A value of unknown meaning: fractions (by their key: ``*_acc``, ``frac_*``, ``*_rate``,
-    ``agreement``, ``pass@k``) as percentages, other floats with three decimals (one above 100)."""
+    ``agreement``, ``pass@k``) as percentages, other floats by magnitude (:func:`_num`: a learning
+    rate of 1e-4 reads ``1e-4``, not ``0.000``)."""
     if x is None:
         return _DASH
     if isinstance(x, bool):
@@ -72,7 +100,7 @@ def _auto(key: Any, x: Any) -> str:
         words = str(key).lower().replace("@", "_").replace("-", "_").split("_")
         if 0 <= x <= 1 and any(w in _FRACTION_WORDS for w in words):
             return _pct(x)
-        return f"{x:.1f}" if abs(x) >= 100 else f"{x:.3f}"
+        return _num(x)
     if isinstance(x, (list, tuple)):
         if all(not isinstance(v, (dict, list, tuple)) for v in x):
             return ", ".join(_auto(key, v) for v in x) or _DASH
@@ -96,7 +124,8 @@ class ReportDoc:
     Text is :data:`Inline`: a plain str, or ``("b", text)`` bold, ``("fail", text)`` bold and red,
     ``("em", text)``, ``("code", text)``, or a list of those. An empty table or list is left out. The
     formatters give numbers the report's look: :meth:`pct` for fractions, :meth:`f3` for AUROC, F1 and
-    correlations, :meth:`count` for counts, each ``—`` for a number that could not be computed.
+    correlations, :meth:`num` for numbers of no fixed scale, :meth:`count` for counts, each ``—`` for
+    a number that could not be computed.
 
     >>> doc = ReportDoc()
     >>> doc.table(["Source", "AUROC"], [["arith", doc.f3(0.8125)], ["gsm8k", doc.f3(None)]])
@@ -116,6 +145,12 @@ class ReportDoc:
     def f3(x: Any) -> str:
         """Three decimals: 0.8125 -> ``0.812``."""
         return _f3(x)
+
+    @staticmethod
+    def num(x: Any) -> str:
+        """A number of no fixed scale (a mean change, a slope, a learning rate), by magnitude:
+        ``1e-4`` stays ``1e-4``, 0.0123 reads ``0.0123``, 0.5 ``0.500``."""
+        return _num(x)
 
     @staticmethod
     def count(x: Any) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 from prmkit.errors import MissingDependencyError
 
 __all__ = [
-    "PNG_SIGNATURE", "plot_bon", "plot_reliability", "plot_length_bias", "plot_threshold_sweep",
+    "PNG_SIGNATURE", "plot_bon", "bon_line_styles", "plot_reliability", "plot_length_bias", "plot_threshold_sweep",
     "plot_prmbench", "plot_gaming",
 ]
 
@@ -34,6 +34,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _DPI = 100
 # A fixed, colour-blind-safe cycle (Okabe-Ito): the same method keeps its colour whatever the user's
 # matplotlib style says.
+_BOLD_COLORS = ("#D55E00", "#0072B2", "#009E73", "#000000", "#CC79A7")
 _COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#999999",
            "#882255", "#44AA99", "#DDCC77")
 
@@ -76,9 +77,45 @@ def _finite(xs: Sequence[float]) -> bool:
     return any(not math.isnan(x) for x in xs)
 
 
-def plot_bon(bon: Mapping[str, Any] | None) -> bytes | None:
-    """Best-of-N accuracy against N (log2 axis): one line per method with its bootstrap band; the
-    oracle (pass@N) dashed. ``None`` when there is no N or no method."""
+def bon_line_styles(methods: Mapping[str, Any], highlight: Sequence[str] | None = None
+                    ) -> dict[str, dict[str, Any]]:
+    """How :func:`plot_bon` draws each method: ``bold`` (legend in bold), ``band`` (its bootstrap
+    band), ``linewidth``, ``alpha``, ``markersize``.
+
+    With ``highlight`` (the verdict's methods, its main method first) those are bold, the main one
+    banded, and the rest thin and light; without it every line is normal and bands go to the first
+    PRM line and the reference methods. Overlapping bands hide everything; the tables carry every
+    interval.
+
+    >>> st = bon_line_styles({"PRM (min)": {}, "PRM (last)": {}, "ORM": {"selector": "bon"}}, ["PRM (min)", "ORM"])
+    >>> [(k, v["bold"], v["band"], v["alpha"]) for k, v in st.items()]
+    [('PRM (min)', True, True, 1.0), ('PRM (last)', False, False, 0.35), ('ORM', True, False, 1.0)]
+    """
+    bold = {str(h) for h in highlight or () if h in methods}
+    if bold:
+        banded = {next(str(h) for h in highlight or () if h in methods)}
+    else:
+        banded = {"PRM (min)" if "PRM (min)" in methods
+                  else next((str(n) for n in methods if str(n).startswith("PRM")), "")}
+        banded |= {str(n) for n, m in methods.items() if m.get("selector") in ("oracle", "majority")}
+        banded |= {str(n) for n, m in methods.items()
+                   if m.get("selector") == "bon" and str(n).startswith("ORM")}
+    out = {}
+    for name in methods:
+        light = bool(bold) and str(name) not in bold
+        out[str(name)] = {"bold": str(name) in bold, "band": str(name) in banded,
+                          "linewidth": 0.9 if light else (2.4 if bold else 1.5),
+                          "alpha": 0.35 if light else 1.0, "markersize": 2 if light else (4 if bold else 3)}
+    return out
+
+
+def plot_bon(bon: Mapping[str, Any] | None, highlight: Sequence[str] | None = None) -> bytes | None:
+    """Best-of-N accuracy against N (log2 axis): one line per method; the oracle (pass@N) dashed.
+
+    ``highlight``: the methods the verdict is about (say ``PRM (min)``, ``ORM``, ``majority``) are
+    drawn bold with their bootstrap bands and named in bold in the legend; every other method is a
+    thin light line without a band, there for context. Without it, the first PRM line and the
+    reference methods are banded. ``None`` when there is no N or no method."""
     if not bon:
         return None
     ns = [n for n in bon.get("ns") or []]
@@ -88,12 +125,10 @@ def plot_bon(bon: Mapping[str, Any] | None) -> bytes | None:
     fig = _figure(8.4, 4.4)
     ax = fig.add_subplot(1, 1, 1)
     drawn = False
-    # Bands only for the reference methods and the first PRM line: twelve overlapping bands hide
-    # everything (the tables carry every interval).
-    banded = {"PRM (min)" if "PRM (min)" in methods
-              else next((n for n in methods if str(n).startswith("PRM")), None)}
-    banded |= {n for n, m in methods.items() if m.get("selector") in ("oracle", "majority")}
-    banded |= {n for n, m in methods.items() if m.get("selector") == "bon" and str(n).startswith("ORM")}
+    look = bon_line_styles(methods, highlight)
+    bold = {name for name, st in look.items() if st["bold"]}
+    order = [str(h) for h in highlight or () if str(h) in bold]
+    banded = {name for name, st in look.items() if st["band"]}
     styles = ("-", "-.", ":")
     for i, (name, m) in enumerate(methods.items()):
         acc = [100 * v for v in _nums(m.get("acc"), len(ns))]
@@ -101,11 +136,15 @@ def plot_bon(bon: Mapping[str, Any] | None) -> bytes | None:
             continue
         lo = [100 * v for v in _nums(m.get("lo"), len(ns))]
         hi = [100 * v for v in _nums(m.get("hi"), len(ns))]
-        color = _COLORS[i % len(_COLORS)]
+        st = look[str(name)]
+        # The verdict's methods get the most distinct colours, in the verdict's order.
+        color = (_BOLD_COLORS[order.index(str(name)) % len(_BOLD_COLORS)] if st["bold"]
+                 else _COLORS[i % len(_COLORS)])
         oracle = m.get("selector") == "oracle"
-        ax.plot(ns, acc, marker="o", markersize=3, color=color, label=str(name),
+        ax.plot(ns, acc, marker="o", markersize=st["markersize"], color=color, label=str(name),
+                linewidth=st["linewidth"], alpha=st["alpha"], zorder=3 if st["bold"] else 1,
                 linestyle="--" if oracle else styles[(i // len(_COLORS)) % len(styles)])
-        if name in banded and _finite(lo) and _finite(hi):
+        if st["band"] and _finite(lo) and _finite(hi):
             ax.fill_between(ns, lo, hi, color=color, alpha=0.12, linewidth=0)
         drawn = True
     if not drawn:
@@ -117,11 +156,17 @@ def plot_bon(bon: Mapping[str, Any] | None) -> bytes | None:
     ax.set_xlabel("N (candidates per problem)")
     ax.set_ylabel("accuracy (%)")
     problems = bon.get("problems")
-    ax.set_title(f"Best-of-N accuracy ({problems} problems; 95% bootstrap bands for PRM, ORM, "
-                 f"majority, oracle)" if problems else "Best-of-N accuracy (95% bootstrap bands)",
-                 fontsize=10)
+    banded_names = ", ".join(str(n) for n in methods if str(n) in banded) if bold else "PRM, ORM, majority, oracle"
+    ax.set_title(f"Best-of-N accuracy ({problems} problems; 95% bootstrap band{'' if len(banded) == 1 else 's'} "
+                 f"for {banded_names})"
+                 if problems else "Best-of-N accuracy (95% bootstrap bands)", fontsize=10)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    legend = ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    for text in legend.get_texts():
+        if text.get_text() in bold:
+            text.set_fontweight("bold")
+        elif bold:
+            text.set_color("#777777")
     fig.tight_layout()
     return _png(fig)
 

@@ -13,7 +13,9 @@
 
 Every probe returns a small result whose ``to_dict()`` is the matching part of the evaluation
 report's ``"probes"`` section. Each result carries ``failed`` and ``criterion``, the rule behind
-``failed`` in words; a probe without enough data says so in ``criterion`` and does not fail.
+``failed`` in words. A probe whose data cannot show the failure (too few steps of a kind, lengths
+that hardly vary, no second source) neither passes nor fails: ``failed`` is None, ``measured`` False,
+and ``criterion`` starts "cannot measure" and says why.
 
 :func:`run_probes` builds the whole section from the probes in :data:`PROBES`, each a :class:`Probe`:
 it runs on a :class:`ProbeContext` and renders its own numbers in the report. Adding a probe is one
@@ -25,6 +27,7 @@ from __future__ import annotations
 import copy
 import math
 import random
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -267,7 +270,7 @@ class GamingResult:
     aggregates: list[str]
     perturbations: dict[str, dict[str, RiseStats]]
     skipped: dict[str, int]
-    failed: bool
+    failed: bool | None
     criterion: str
     failed_by: list[str] = field(default_factory=list)
     max_frac: float = 0.1
@@ -278,7 +281,7 @@ class GamingResult:
         return {"aggregates": list(self.aggregates),
                 "perturbations": {p: {a: s.to_dict() for a, s in by_agg.items()}
                                   for p, by_agg in self.perturbations.items()},
-                "failed": self.failed, "criterion": self.criterion,
+                "failed": self.failed, "measured": self.failed is not None, "criterion": self.criterion,
                 "skipped": dict(self.skipped), "failed_by": list(self.failed_by),
                 "max_frac": self.max_frac, "eps": self.eps, "seed": self.seed}
 
@@ -362,9 +365,11 @@ def gaming_probe(scorer: StepScorer, traces: Iterable[Trace], *,
     if failed_by:
         worst = ", ".join(f"{n} {results[n][main].frac_rose:.0%}" for n in failed_by)
         criterion += f"; failed: {worst}"
-    elif not any(by[main].n for by in results.values()):
-        criterion = "not enough data: no trace could be compared; " + criterion
-    return GamingResult(list(aggregates), results, skipped, bool(failed_by), criterion, failed_by,
+    failed: bool | None = bool(failed_by)
+    if not failed_by and not any(by[main].n for by in results.values()):
+        failed = None
+        criterion = "cannot measure: no trace could be compared; " + criterion
+    return GamingResult(list(aggregates), results, skipped, failed, criterion, failed_by,
                         max_frac=max_frac, eps=eps, seed=seed)
 
 
@@ -408,7 +413,7 @@ class CollapseResult:
     gap: float | None
     outcome_auroc: float | None
     step_auroc: float | None
-    failed: bool
+    failed: bool | None
     criterion: str
     key: str = "prm"
     threshold: float = 0.5
@@ -416,8 +421,8 @@ class CollapseResult:
     def to_dict(self) -> dict[str, Any]:
         return {"right_answer": self.right_answer.to_dict(), "wrong_answer": self.wrong_answer.to_dict(),
                 "gap": self.gap, "outcome_auroc": self.outcome_auroc, "step_auroc": self.step_auroc,
-                "failed": self.failed, "criterion": self.criterion, "key": self.key,
-                "threshold": self.threshold}
+                "failed": self.failed, "measured": self.failed is not None, "criterion": self.criterion,
+                "key": self.key, "threshold": self.threshold}
 
 
 def _group(rows: list[list[tuple[float, bool]]], threshold: float) -> OutcomeGroup:
@@ -444,8 +449,8 @@ def collapse_probe(traces: Iterable[Trace], key: str = "prm", *, label_source: s
     ``failed``: the right-answer AUROC is below ``chance`` (0.6) while the wrong-answer AUROC is at
     least ``min_gap`` (0.1) higher: invalid steps are caught only when the answer is wrong too, the
     mark of a PRM that learnt outcomes. Judged only when each group has at least ``min_steps``
-    invalid and ``min_steps`` valid steps (fewer make the AUROC noise); otherwise ``failed`` is
-    False and ``criterion`` says there was not enough data.
+    invalid and ``min_steps`` valid steps (fewer make the AUROC noise); otherwise it cannot measure:
+    ``failed`` is None and ``criterion`` says why.
 
     >>> from prmkit.trace import Problem, StepLabel
     >>> def tr(i, outcome, rows):
@@ -477,9 +482,10 @@ def collapse_probe(traces: Iterable[Trace], key: str = "prm", *, label_source: s
             "answer is wrong too)")
     short = [name for name, g in (("right-answer", r), ("wrong-answer", w))
              if g.invalid_steps < min_steps or g.valid_steps < min_steps or g.auroc is None]
+    failed: bool | None
     if short:
-        failed = False
-        criterion = (f"not enough data: {' and '.join(short)} traces have fewer than {min_steps} invalid "
+        failed = None
+        criterion = (f"cannot measure: {' and '.join(short)} traces have fewer than {min_steps} invalid "
                      f"or valid labelled, scored steps; " + rule)
     else:
         failed = r.auroc is not None and gap is not None and r.auroc < chance and gap >= min_gap - _TOL
@@ -502,7 +508,7 @@ class LengthBiasResult:
     slope: float | None
     by_length: list[dict[str, Any]]
     within_outcome: dict[str, dict[str, Any]]
-    failed: bool
+    failed: bool | None
     criterion: str
     key: str = "prm"
 
@@ -511,11 +517,13 @@ class LengthBiasResult:
                 "spearman": self.spearman, "slope": self.slope,
                 "by_length": [dict(r) for r in self.by_length],
                 "within_outcome": {k: dict(v) for k, v in self.within_outcome.items()},
-                "failed": self.failed, "criterion": self.criterion, "key": self.key}
+                "failed": self.failed, "measured": self.failed is not None, "criterion": self.criterion,
+                "key": self.key}
 
 
 def length_bias_probe(traces: Iterable[Trace], key: str = "prm", *, aggregate: str = "min",
-                      min_n: int = 10, max_abs_spearman: float = 0.3) -> LengthBiasResult:
+                      min_n: int = 10, max_abs_spearman: float = 0.3,
+                      max_same_length: float = 0.8) -> LengthBiasResult:
     """The trace score (``aggregate`` of the stored step scores under ``key``, or an ORM's trace
     score) against the number of steps: Pearson's r, Spearman's rho (average ranks for ties), the
     least-squares slope (score per step), the mean score per step count, and Spearman's rho within
@@ -525,12 +533,17 @@ def length_bias_probe(traces: Iterable[Trace], key: str = "prm", *, aggregate: s
     max_abs_spearman`` (0.3). Within an outcome, because over all traces a good PRM also scores long
     traces lower: they are more often wrong. Traces without a score are left out.
 
+    An outcome group is measured only when its lengths vary: at least ``min_n`` traces, and no one
+    length held by more than ``max_same_length`` (80%) of them (240 traces of 4 steps among 256 make
+    a correlation of the other 16, not of length). With no group measured the probe cannot measure:
+    ``failed`` is None and ``criterion`` says why, group by group.
+
     >>> from prmkit.trace import Problem
     >>> ts = [Trace(id=str(n), problem=Problem("q"), steps=[Step("s", scores={"prm": 1 - n / 4})] * n)
     ...       for n in (1, 2, 3)]
-    >>> r = length_bias_probe(ts)
+    >>> r = length_bias_probe(ts)  # three traces: numbers, but too few to judge
     >>> r.spearman, r.slope, r.failed
-    (-1.0, -0.25, False)
+    (-1.0, -0.25, None)
     """
     agg = get_aggregator(aggregate)
     rows: list[tuple[int, float, bool | None]] = []
@@ -545,16 +558,26 @@ def length_bias_probe(traces: Iterable[Trace], key: str = "prm", *, aggregate: s
         by.setdefault(n, []).append(s)
     by_length = [{"steps": n, "n": len(v), "mean_score": sum(v) / len(v)} for n, v in sorted(by.items())]
     within: dict[str, dict[str, Any]] = {}
+    why_not: list[str] = []
+    judged: dict[str, dict[str, Any]] = {}
     for name, want in (("correct", True), ("incorrect", False)):
         sub = [(float(n), s) for n, s, ok in rows if ok is want]
         within[name] = {"n": len(sub), "spearman": _spearman([a for a, _ in sub], [b for _, b in sub])}
-    rule = (f"fails when, within right-answer or within wrong-answer traces ({min_n} or more), the "
-            f"Spearman correlation of the '{aggregate}' score with the number of steps is "
-            f"{max_abs_spearman} or more in size")
-    judged = {k: v for k, v in within.items() if v["n"] >= min_n and v["spearman"] is not None}
-    failed = any(abs(v["spearman"]) >= max_abs_spearman - _TOL for v in judged.values())
+        common = max(Counter(n for n, _ in sub).values(), default=0)
+        if len(sub) < min_n:
+            why_not.append(f"{name}: {len(sub)} traces")
+        elif common > max_same_length * len(sub) + _TOL or within[name]["spearman"] is None:
+            why_not.append(f"{name}: {common} of {len(sub)} traces have the same length")
+        else:
+            judged[name] = within[name]
+    rule = (f"fails when, within right-answer or within wrong-answer traces ({min_n} or more, at most "
+            f"{max_same_length:.0%} of one length), the Spearman correlation of the '{aggregate}' score "
+            f"with the number of steps is {max_abs_spearman} or more in size")
+    failed: bool | None = any(abs(v["spearman"]) >= max_abs_spearman - _TOL for v in judged.values())
     if not judged:
-        criterion = f"not enough data: no outcome group has {min_n} traces with varying length; " + rule
+        failed = None
+        criterion = (f"cannot measure: no outcome group has {min_n} traces of varied length "
+                     f"({'; '.join(why_not)}); " + rule)
     else:
         criterion = rule + "; " + ", ".join(f"{k} {_fmt(v['spearman'])} (n={v['n']})"
                                             for k, v in judged.items())
@@ -593,7 +616,7 @@ class TransferResult:
     in_domain: str | None
     out_of_domain: str | None
     auroc_drop: float | None
-    failed: bool
+    failed: bool | None
     criterion: str
     key: str = "prm"
     threshold: float = 0.5
@@ -601,8 +624,8 @@ class TransferResult:
     def to_dict(self) -> dict[str, Any]:
         return {"sources": {k: v.to_dict() for k, v in self.sources.items()},
                 "in_domain": self.in_domain, "out_of_domain": self.out_of_domain,
-                "auroc_drop": self.auroc_drop, "failed": self.failed, "criterion": self.criterion,
-                "key": self.key, "threshold": self.threshold}
+                "auroc_drop": self.auroc_drop, "failed": self.failed, "measured": self.failed is not None,
+                "criterion": self.criterion, "key": self.key, "threshold": self.threshold}
 
 
 def _source_stats(traces: Sequence[Trace], key: str, label_source: str | None, threshold: float,
@@ -640,7 +663,7 @@ def transfer_probe(scorer: StepScorer | None, sources: Mapping[str, Sequence[Tra
     other source with the largest drop (``out_of_domain`` names it).
 
     ``failed``: the drop is ``max_drop`` (0.1) or more, or an out-of-domain AUROC is below
-    ``min_auroc`` (0.55, near chance).
+    ``min_auroc`` (0.55, near chance); None (cannot measure) when no AUROC can be compared.
 
     >>> from prmkit.trace import Problem, StepLabel
     >>> def tr(rows):
@@ -670,11 +693,13 @@ def transfer_probe(scorer: StepScorer | None, sources: Mapping[str, Sequence[Tra
     low = [n for n, a in defined.items() if a < min_auroc]
     rule = (f"fails when the step AUROC away from '{in_domain}' is {max_drop} or more below the "
             f"in-domain AUROC, or below {min_auroc}")
-    failed = bool(low) or (drop is not None and drop >= max_drop - _TOL)
+    failed: bool | None = bool(low) or (drop is not None and drop >= max_drop - _TOL)
     if out_of_domain is None:
-        criterion = "not enough data: no other source has a defined step AUROC; " + rule
+        failed = None
+        criterion = "cannot measure: no other source has a defined step AUROC; " + rule
     elif home is None and not low:
-        criterion = f"not enough data: the in-domain AUROC is undefined; {rule}"
+        failed = None
+        criterion = f"cannot measure: the in-domain AUROC is undefined; {rule}"
     else:
         criterion = rule + f"; in-domain {_fmt(home)}, {out_of_domain} {_fmt(stats[out_of_domain].auroc)}"
     return TransferResult(stats, in_domain, out_of_domain, drop, failed, criterion, key=key,
@@ -715,8 +740,9 @@ class ProbeContext:
 @runtime_checkable
 class Probe(Protocol):
     """A failure-mode probe: ``run`` gives its part of the report's ``"probes"`` section, a dict with
-    ``failed`` (bool) and ``criterion`` (the rule, in words) and any numbers; ``headline`` and
-    ``details`` show those numbers in the report.
+    ``failed`` (bool; None with ``measured`` False when its data cannot show the failure) and
+    ``criterion`` (the rule, in words) and any numbers; ``headline`` and ``details`` show those
+    numbers in the report.
 
     The report writes each probe's verdict and criterion itself, and shows every field that
     ``details`` does not claim generically, so a probe that renders nothing still loses no number.
@@ -816,7 +842,7 @@ class GamingProbe:
             for a in aggs:
                 c = v.get(a) or {}
                 cells.append(f"{doc.pct(c.get('frac_rose'))} ({doc.count(c.get('rose'))}/"
-                             f"{doc.count(c.get('n'))}), mean Δ {doc.f3(c.get('mean_delta'))}" if c else "—")
+                             f"{doc.count(c.get('n'))}), mean Δ {doc.num(c.get('mean_delta'))}" if c else "—")
             rows.append([pert, *cells])
         doc.table(["Perturbation", *[f"rose under {a}" for a in aggs]], rows)
         if "gaming" in figures:
@@ -844,7 +870,7 @@ class LengthBiasProbe:
     def details(self, doc: ReportDoc, result: Mapping[str, Any], figures: set[str]) -> Iterable[str]:
         doc.para(f"Aggregate {result.get('aggregate') or '—'} over {doc.count(result.get('n'))} traces: "
                  f"Pearson {doc.f3(result.get('pearson'))}, Spearman {doc.f3(result.get('spearman'))}, "
-                 f"slope {doc.f3(result.get('slope'))} per step.")
+                 f"slope {doc.num(result.get('slope'))} per step.")
         within = {k: v for k, v in (result.get("within_outcome") or {}).items() if isinstance(v, Mapping)}
         doc.table(["Within outcome", "Traces", "Spearman"],
                   [[k, doc.count(v.get("n")), doc.f3(v.get("spearman"))] for k, v in within.items()])

@@ -30,12 +30,13 @@ import html
 import json
 import math
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from prmkit.errors import FormatError, MissingDependencyError, PrmkitError
-from prmkit.eval._doc import _DASH, Inline, ReportDoc, _auto, _bad, _ci, _f3, _int, _pct, _pp
+from prmkit.eval._doc import _DASH, Inline, ReportDoc, _auto, _bad, _ci, _f3, _int, _num, _pct, _pp
 
 __all__ = [
     "SECTION_ORDER", "ReportDoc", "write_report", "render_markdown", "render_html", "render_figures",
@@ -50,10 +51,28 @@ _DEFAULT_TITLE = "prmkit evaluation report"
 _NONE_NOTE = "— marks a number that could not be computed"
 
 def _md_escape(s: str, cell: bool = False) -> str:
-    s = str(s).replace("\\", "\\\\").replace("*", "\\*").replace("`", "\\`").replace("<", "&lt;")
+    # "&" first, so that text holding "&lt;" shows as written; "<" and ">" as entities, so no raw
+    # HTML (a step's "<script>") ever reaches a Markdown renderer.
+    s = (str(s).replace("\\", "\\\\").replace("*", "\\*").replace("`", "\\`").replace("&", "&amp;")
+         .replace("<", "&lt;").replace(">", "&gt;"))
     if cell:
         s = s.replace("|", "\\|").replace("\n", " ")
     return s
+
+
+_BLOCK_MARK = re.compile(r"(?m)^([ \t]*)([#+=~|-])")
+_LIST_NUMBER = re.compile(r"(?m)^([ \t]*)(\d+)([.)])")
+
+
+def _block_safe(text: str) -> str:
+    """Markdown text whose lines cannot open a block (heading, list, rule, fence, table) by accident."""
+    return _LIST_NUMBER.sub(r"\1\2\\\3", _BLOCK_MARK.sub(r"\1\\\2", text))
+
+
+def _fence(text: str, least: int) -> str:
+    """A run of backticks longer than any in ``text`` (at least ``least``): a fence it cannot close."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    return "`" * max(least, longest + 1)
 
 
 def _md_inline(x: Inline, cell: bool = False) -> str:
@@ -63,8 +82,11 @@ def _md_inline(x: Inline, cell: bool = False) -> str:
         kind, s = x
         if kind == "code":
             s = str(s).replace("\n", " ") if cell else str(s)
-            fence = "``" if "`" in s else "`"
-            return f"{fence}{s}{fence}"
+            if cell:
+                s = s.replace("|", "\\|")
+            fence = _fence(s, 1)
+            pad = " " if s.startswith("`") or s.endswith("`") else ""
+            return f"{fence}{pad}{s}{pad}{fence}"
         inner = _md_escape(s, cell)
         return f"**{inner}**" if kind in ("b", "fail") else f"*{inner}*"
     return _md_escape(x, cell)
@@ -87,10 +109,10 @@ def _to_markdown(doc: ReportDoc, figure_paths: Mapping[str, str | os.PathLike]) 
     for block in doc.blocks:
         kind = block[0]
         if kind == "h":
-            out.append("#" * block[1] + " " + _md_inline(block[2]))
+            out.append("#" * block[1] + " " + _md_inline(block[2], cell=True))
         elif kind == "p":
-            text = _md_inline(block[1])
-            out.append("> " + text if block[2] == "verdict" else text)
+            text = _block_safe(_md_inline(block[1]))
+            out.append("> " + text.replace("\n", "\n> ") if block[2] == "verdict" else text)
         elif kind == "table":
             headers, rows = block[1], block[2]
             lines = ["| " + " | ".join(_md_inline(h, True) for h in headers) + " |",
@@ -100,11 +122,12 @@ def _to_markdown(doc: ReportDoc, figure_paths: Mapping[str, str | os.PathLike]) 
         elif kind == "figure":
             path = figure_paths.get(block[1])
             if path is not None:
-                out.append(f"![{_md_escape(block[2])}]({Path(path).as_posix()})")
+                caption = _md_escape(block[2], cell=True).replace("[", "\\[").replace("]", "\\]")
+                out.append(f"![{caption}]({Path(path).as_posix()})")
         elif kind == "ul":
-            out.append("\n".join("- " + _md_inline(i) for i in block[1]))
+            out.append("\n".join("- " + _block_safe(_md_inline(i)).replace("\n", "\n  ") for i in block[1]))
         elif kind == "code":
-            fence = "````" if "```" in block[1] else "```"
+            fence = _fence(block[1], 3)
             out.append(f"{fence}\n{block[1]}\n{fence}")
     return "\n\n".join(out) + "\n"
 
@@ -222,9 +245,15 @@ def _summary(doc: ReportDoc, s: Any, figs: set[str]) -> None:
                     if not _bad(diff) else _DASH)
             rows.append([str(rival), _ci(v.get("acc"), v.get("acc_lo"), v.get("acc_hi")), span,
                          str(v.get("call", ""))])
+        if not _bad(headline.get("random_acc")):
+            below = headline["main"] in (headline.get("below_random") or [])
+            rows.append(["random choice", _pct(headline["random_acc"]), _DASH,
+                         ("fail", f"{headline['main']} fell below it") if below else ""])
         doc.table(["Method", f"Accuracy at N={n}" if n is not None else "Accuracy",
                    f"{headline['main']} minus it", "Call"], rows)
-        _leftover(doc, headline, ("n", "main", "main_acc", "main_acc_lo", "main_acc_hi", "versus"), 3)
+        # below_random / below_n1 are said in the verdict's words; n1_acc is in the best-of-N table.
+        _leftover(doc, headline, ("n", "main", "main_acc", "main_acc_lo", "main_acc_hi", "versus",
+                                  "random_acc", "below_random", "below_n1", "main_n1_acc"), 3)
     elif isinstance(headline, Mapping) and headline:
         doc.table(["Headline", "Value"], [[str(k), _auto(k, v)] for k, v in headline.items()
                                           if not isinstance(v, Mapping)])
@@ -264,6 +293,9 @@ def _bon(doc: ReportDoc, b: Mapping[str, Any], figs: set[str]) -> None:
     if b.get("bootstrap") is not None:
         seed = f", seed {b['seed']}" if b.get("seed") is not None else ""
         bits.append(f"intervals: 95% bootstrap over problems, {_int(b['bootstrap'])} resamples{seed}")
+    if not _bad(b.get("unjudged_problems")) and b["unjudged_problems"]:
+        bits.append(f"{_int(b['unjudged_problems'])} problems left out: none of their candidates could be "
+                    "judged (no outcome, no reference answer)")
     if bits:
         doc.para("; ".join(bits) + ".")
     methods = b.get("methods") or {}
@@ -278,21 +310,48 @@ def _bon(doc: ReportDoc, b: Mapping[str, Any], figs: set[str]) -> None:
         rows.append([("b", str(name)), str(m.get("selector") or _DASH), score, *cells])
     doc.table(["Method", "Selector", "Score (aggregate)", *[f"N={n}" for n in ns]], rows)
     if "bon" in figs:
-        doc.figure("bon", "Best-of-N accuracy against N (log2 axis), 95% bootstrap bands; oracle dashed")
-    comps = b.get("comparisons") or []
+        doc.figure("bon", "Best-of-N accuracy against N (log2 axis); when there is a verdict, its methods "
+                   "bold (the main one with its 95% bootstrap band) and the others light; oracle dashed")
+    comps = [c for c in b.get("comparisons") or [] if isinstance(c, Mapping)]
     if comps:
         doc.heading(3, "Paired comparisons")
-        items = []
-        for c in comps:
-            lo, hi = c.get("lo"), c.get("hi")
-            sig = ""
-            if not _bad(lo) and not _bad(hi):
-                sig = " — interval excludes 0" if lo > 0 or hi < 0 else " — interval includes 0"
-            interval = f" [{_pp(lo)}, {_pp(hi)}]" if not (_bad(lo) or _bad(hi)) else ""
-            items.append([("b", f"{c.get('a')} − {c.get('b')}"), f" at N={c.get('n')}: "
-                          f"{_pp(c.get('diff'))}{interval}{sig}"])
-        doc.bullets(items)
-    _leftover(doc, b, ("ns", "problems", "candidates", "bootstrap", "seed", "methods", "comparisons"), 3)
+        doc.para("Accuracy differences (first minus second) with 95% paired bootstrap intervals; in bold "
+                 "where the interval excludes 0.", cls="note")
+        doc.bullets(_comparison_items(comps))
+    _leftover(doc, b, ("ns", "problems", "candidates", "bootstrap", "seed", "methods", "comparisons",
+                       "unjudged_problems"), 3)
+
+
+def _comparison_items(comps: Sequence[Mapping[str, Any]]) -> list[Inline]:
+    """One bullet per pair of methods, its N in order. A comparison with no difference in any
+    resample (``+0.0 pp [+0.0, +0.0]``: both chose the same candidate every time, as at N=1) says
+    nothing: such N are folded into one "same choices" note instead of a line each."""
+    pairs: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for c in comps:
+        pairs.setdefault((str(c.get("a")), str(c.get("b"))), []).append(c)
+    items: list[Inline] = []
+    for (a, b), cs in pairs.items():
+        parts: list[Inline] = []
+        same = []
+        for c in cs:
+            d, lo, hi = c.get("diff"), c.get("lo"), c.get("hi")
+            if not any(_bad(v) for v in (d, lo, hi)) and d == lo == hi == 0:
+                same.append(str(c.get("n")))
+                continue
+            text = f"N={c.get('n')} {_pp(d)}"
+            if not (_bad(lo) or _bad(hi)):
+                text += f" [{_pp(lo)}, {_pp(hi)}]"
+                if lo > 0 or hi < 0:
+                    parts.append(("b", text))
+                    continue
+            parts.append(text)
+        line: list[Inline] = [("b", f"{a} − {b}"), ": "]
+        for i, part in enumerate(parts):
+            line += ["; " if i else "", part]
+        if same:
+            line.append(("; " if parts else "") + f"same choices in every resample at N={', '.join(same)}")
+        items.append(line)
+    return items
 
 
 _STEP_COLS = (("n", "Steps", _int), ("positives", "Positives", _int), ("negatives", "Negatives", _int),
@@ -318,7 +377,13 @@ def _step_metrics(doc: ReportDoc, sm: Mapping[str, Any], figs: set[str]) -> None
             doc.table(["Scores", "Steps", "Mean score", "Correct"],
                       [[f"{_f3(b.get('lo'))}–{_f3(b.get('hi'))}", _int(b.get("count")),
                         _f3(b.get("mean_score")), _pct(b.get("frac_correct"))] for b in bins])
-        _leftover(doc, m, [c for c, _, _ in _STEP_COLS] + ["bins"], 4)
+        if "error_precision" in m or "error_recall" in m:
+            precision = m.get("error_precision")
+            doc.para(f"{k}: flagging the steps scored below the threshold as errors finds "
+                     f"{_pct(m.get('error_recall'))} of the wrong steps (recall); "
+                     + ("no step was flagged, so precision is undefined." if _bad(precision) else
+                        f"{_pct(precision)} of the flagged steps are wrong (precision)."))
+        _leftover(doc, m, [c for c, _, _ in _STEP_COLS] + ["bins", "error_precision", "error_recall"], 4)
     scalars = {k: v for k, v in sm.items() if not isinstance(v, Mapping)}
     if scalars:
         doc.heading(3, "Other fields")
@@ -329,7 +394,41 @@ def _verdict_cell(p: Mapping[str, Any]) -> Inline:
     failed = p.get("failed")
     if failed is True:
         return ("fail", "FAILED")
-    return "passed" if failed is False else "no verdict"
+    if failed is False:
+        return "passed"
+    return "cannot measure" if p.get("measured") is False else "no verdict"
+
+
+#: Settings a probe records beside its numbers, in words (shown on one line, not as a table).
+_PROBE_SETTINGS = (("key", "scores {}"), ("aggregate", "aggregate {}"), ("threshold", "threshold {}"),
+                   ("eps", "a rise counts above {}"), ("max_frac", "fails above {} of traces"),
+                   ("seed", "seed {}"))
+
+
+def _probe_settings(doc: ReportDoc, p: Mapping[str, Any], shown: set[str]) -> list[str]:
+    """One line of the probe's settings (the keys above that ``details`` did not show); returns them."""
+    used, words = [], []
+    for key, text in _PROBE_SETTINGS:
+        value = p.get(key)
+        if key in shown or key not in p or isinstance(value, (Mapping, list)):
+            continue
+        shown_value = _pct(value) if key == "max_frac" else _num(value) if _is_number(value) else str(value)
+        words.append(text.format(shown_value))
+        used.append(key)
+    skipped = p.get("skipped")
+    if isinstance(skipped, Mapping) and "skipped" not in shown:
+        nonzero = {k: v for k, v in skipped.items() if v}
+        if nonzero:
+            words.append("traces an edit could not apply to: "
+                         + ", ".join(f"{k} {_int(v)}" for k, v in nonzero.items()))
+        used.append("skipped")
+    if words:
+        doc.para(("em", "Settings:"), " " + "; ".join(words) + ".", cls="note")
+    return used
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def _probe(name: str) -> Any:
@@ -363,10 +462,11 @@ def _probes(doc: ReportDoc, probes: Mapping[str, Any], figs: set[str]) -> None:
         doc.heading(3, [f"{name}: ", _verdict_cell(p)])
         if p.get("criterion"):
             doc.para(("em", "Criterion:"), " " + str(p["criterion"]))
-        handled = ["failed", "criterion"]
+        handled = ["failed", "criterion", "measured", "failed_by"]  # failed_by is in the criterion
         details = getattr(known[name], "details", None)
         if details is not None:
             handled += list(details(doc, p, figs) or ())
+        handled += _probe_settings(doc, p, set(handled))
         _leftover(doc, p, handled, 4)
     scalars = {k: v for k, v in probes.items() if not isinstance(v, Mapping)}
     if scalars:
@@ -445,10 +545,14 @@ def _labels(doc: ReportDoc, lab: Mapping[str, Any], figs: set[str]) -> None:
     doc.table(["Source A", "Source B", "Steps", "Agreement", "Cohen's κ"],
               [[str(p.get("a")), str(p.get("b")), _int(p.get("steps")), _pct(p.get("agreement")),
                 _f3(p.get("kappa"))] for p in lab.get("pairs") or [] if isinstance(p, Mapping)])
+    if "traces" in lab:
+        doc.para(f"{_int(lab.get('traces'))} traces have a step labelled by both sources.")
     if "first_error_agreement" in lab:
+        of = (f" of the {_int(lab['first_error_traces'])} traces whose first wrong step both sources know"
+              if "first_error_traces" in lab else " of traces")
         doc.para(("b", "First-error agreement:"), " " + _pct(lab.get("first_error_agreement")),
-                 " of traces have the same first wrong step under every source.")
-    _leftover(doc, lab, ("sources", "pairs", "first_error_agreement"), 3)
+                 f"{of} have the same first wrong step under both.")
+    _leftover(doc, lab, ("sources", "pairs", "first_error_agreement", "first_error_traces", "traces"), 3)
 
 
 def _meta(doc: ReportDoc, meta: Mapping[str, Any], figs: set[str]) -> None:
@@ -456,15 +560,22 @@ def _meta(doc: ReportDoc, meta: Mapping[str, Any], figs: set[str]) -> None:
     for key, title in (("title", "Title"), ("created", "Created"), ("seconds", "Seconds")):
         if key in meta:
             rows.append([title, _auto(key, meta[key])])
+    if "stage_seconds" in meta and not isinstance(meta["stage_seconds"], Mapping):
+        rows.append(["Seconds by stage", _auto("stage_seconds", meta["stage_seconds"])])
     doc.table(["Field", "Value"], rows)
     if meta.get("command"):
         doc.para("Command:")
         doc.code(str(meta["command"]))
-    for key, title in (("data", "Data"), ("models", "Models"), ("seeds", "Seeds")):
+    stages = meta.get("stage_seconds")
+    if isinstance(stages, Mapping) and stages:  # (anything else is in the table above)
+        doc.heading(3, "Seconds by stage")
+        doc.table(["Stage", "Seconds"], [[str(k), _auto(k, v)] for k, v in stages.items()])
+    for key, title in (("data", "Data"), ("models", "Models"), ("seeds", "Seeds"), ("settings", "Settings")):
         if key in meta:
             doc.heading(3, title)
             _generic(doc, meta[key], 4, key)
-    _leftover(doc, meta, ("title", "created", "seconds", "command", "data", "models", "seeds"), 3)
+    _leftover(doc, meta, ("title", "created", "seconds", "command", "data", "models", "seeds", "settings",
+                          "stage_seconds"), 3)
 
 
 _SECTIONS: dict[str, tuple[str, Callable[[ReportDoc, Any, set[str]], None]]] = {
@@ -526,7 +637,7 @@ def render_figures(results: Mapping[str, Any]) -> dict[str, bytes]:
 
     probes = results.get("probes") if isinstance(results.get("probes"), Mapping) else {}
     out: dict[str, bytes] = {}
-    _draw(out, "bon", _plots.plot_bon, results.get("bon"))
+    _draw(out, "bon", lambda b: _plots.plot_bon(b, highlight=_verdict_methods(results)), results.get("bon"))
     _draw(out, "reliability", _plots.plot_reliability, results.get("step_metrics"))
     for name, data in probes.items():  # a probe draws its own figures (Probe.figures), if any
         figures = getattr(_probe(name), "figures", None)
@@ -535,6 +646,21 @@ def render_figures(results: Mapping[str, Any]) -> dict[str, bytes]:
     _draw(out, "processbench_sweep", _plots.plot_threshold_sweep, results.get("processbench"))
     _draw(out, "prmbench", _plots.plot_prmbench, results.get("prmbench"))
     return out
+
+
+def _verdict_methods(results: Mapping[str, Any]) -> list[str]:
+    """The methods the verdict is about (its main method and rivals, and random choice when the
+    verdict names it), drawn bold in the best-of-N figure."""
+    summary = results.get("summary")
+    headline = summary.get("headline") if isinstance(summary, Mapping) else None
+    if not isinstance(headline, Mapping) or "main" not in headline:
+        return []
+    names = [str(headline["main"])]
+    if isinstance(headline.get("versus"), Mapping):
+        names += [str(k) for k in headline["versus"]]
+    if headline.get("below_random"):
+        names.append("random")
+    return names
 
 
 def _draw(out: dict[str, bytes], name: str, plot: Callable[[Any], bytes | None], data: Any) -> None:

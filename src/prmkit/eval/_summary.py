@@ -91,7 +91,45 @@ def bon_verdict(bon: dict[str, Any], main: str, rivals: list[str]) -> dict[str, 
                      f"[{_pts(dlo)}, {_pts(dhi)}] — {call}.")
         headline["versus"][rival] = {"acc": racc, "acc_lo": rlo, "acc_hi": rhi, "acc_diff": d,
                                      "acc_diff_lo": dlo, "acc_diff_hi": dhi, "call": call}
+    parts += _worse_than_chance(bon, main, headline)
     return {"verdict": " ".join(parts), "headline": headline}
+
+
+def _worse_than_chance(bon: dict[str, Any], main: str, headline: dict[str, Any]) -> list[str]:
+    """Sentences naming the results below random choice at the largest N, or below their own N=1
+    (more candidates made the pick worse): point estimates, stated whether or not an interval would
+    separate them, because a selector that loses to a coin is the first thing a reader must know.
+    Fills ``headline`` with ``random_acc``, ``below_random`` and ``below_n1`` (method names)."""
+    ns = bon.get("ns") or []
+    methods = bon.get("methods") or {}
+    k = len(ns) - 1
+
+    def acc(name: str, i: int) -> float | None:
+        values = (methods.get(name) or {}).get("acc") or []
+        return values[i] if i < len(values) else None
+
+    rand = next((name for name, m in methods.items() if m.get("selector") == "random"), None)
+    judged = [name for name, m in methods.items() if m.get("selector") not in ("random", "oracle")
+              and acc(name, k) is not None]
+    racc = acc(rand, k) if rand is not None else None
+    below_random = [m for m in judged if racc is not None and acc(m, k) < racc]
+    below_n1 = [m for m in judged if ns[0] == 1 and k > 0 and acc(m, 0) is not None and acc(m, k) < acc(m, 0)]
+    if racc is not None:
+        headline["random_acc"] = racc
+    headline["below_random"], headline["below_n1"] = below_random, below_n1
+    n, out = ns[-1], []
+    low = [f"below random choice ({_pct(racc)})"] if main in below_random else []
+    if main in below_n1:
+        low.append(f"below its own N=1 ({_pct(acc(main, 0))}): more candidates made its pick worse")
+    if low:
+        out.append(f"{main} at N={n} ({_pct(acc(main, k))}) fell " + " and ".join(low) + ".")
+    others = [f"{m} ({_pct(acc(m, k))})" for m in below_random if m != main]
+    if others:
+        out.append(f"Also below random choice at N={n}: {', '.join(others)}.")
+    others = [m for m in below_n1 if m != main and m not in below_random]
+    if others:
+        out.append(f"Also below their own N=1 at N={n}: {', '.join(others)}.")
+    return out
 
 
 @dataclass
