@@ -11,7 +11,9 @@
   :func:`score_file`: the ``prmkit score`` stage, file to file (a trace the scorer rejects is written
   unscored and reported, not fatal); :func:`trace_score`: step scores -> one number.
 - Verifiers by name (:data:`SCORERS`, :func:`get_scorer`): ``model`` (a checkpoint folder) and
-  ``scripted`` (:class:`ScriptedScorer`, a deterministic mock for tests and examples).
+  ``scripted`` (:class:`ScriptedScorer`, a deterministic mock for tests and examples) and
+  ``likelihood`` (:class:`LikelihoodScorer`, training-free: a causal LM's surprise at each step's
+  tokens, the baseline a trained PRM must beat).
 """
 
 from prmkit.scoring._aggregate import (
@@ -31,6 +33,7 @@ from prmkit.scoring._aggregate import (
 from prmkit.scoring._prefix import PrefixCachingScorer, ScoringStats
 from prmkit.scoring._protocol import StepScorer
 from prmkit.scoring._scorers import SCORERS, get_scorer, load_scorer, model_scorer, register_scorer
+from prmkit.scoring._likelihood import LikelihoodScorer
 from prmkit.scoring._scripted import ScriptedScorer
 from prmkit.scoring._traces import (
     ScoreReport,
@@ -44,6 +47,7 @@ __all__ = [
     "StepScorer", "PrefixCachingScorer", "ScoringStats", "score_traces", "score_traces_or_skip",
     "score_file", "ScoreReport", "trace_score", "add_trace_scores",
     "SCORERS", "get_scorer", "load_scorer", "register_scorer", "model_scorer", "ScriptedScorer",
+    "LikelihoodScorer",
     "AGGREGATORS", "Aggregator", "get_aggregator", "register_aggregator", "check_finite",
     "agg_min", "agg_last", "agg_prod", "agg_mean", "agg_geo_mean", "agg_first_below",
 ]

@@ -41,6 +41,7 @@ def model_scorer(path: str, *, cache: bool = True, batch_size: int = 8, max_cach
 SCORERS = Registry("scorer", {
     "model": "prmkit.scoring._scorers:model_scorer",
     "scripted": "prmkit.scoring._scripted:ScriptedScorer",
+    "likelihood": "prmkit.scoring._likelihood:LikelihoodScorer",
 }, group="prmkit.scorers")
 
 
