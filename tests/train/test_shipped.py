@@ -64,6 +64,22 @@ def test_default_scores_like_the_trained_folder(trained, shipped, marker_files):
     assert (folder / "model.safetensors").stat().st_mtime_ns == stamp
 
 
+def test_bfloat16_export_is_half_the_bytes_and_scores_close(trained, marker_files, tmp_path, monkeypatch):
+    full = export_shipped(trained, tmp_path / "assets" / "prm-full")
+    half = export_shipped(trained, tmp_path / "assets" / "prm-half", dtype="bfloat16")
+    a = (full / "adapter_model.safetensors").stat().st_size
+    b = (half / "adapter_model.safetensors").stat().st_size
+    assert b < 0.6 * a  # every adapter tensor is float: 2 bytes a number instead of 4 (plus the header)
+    monkeypatch.setattr(_shipped, "ASSETS", tmp_path / "assets")
+    monkeypatch.setitem(_shipped.SHIPPED_MODELS, "default", "prm-half")
+    held = list(read_traces(marker_files["eval"]))[:6]
+    want = RewardModel.from_pretrained(str(trained)).score(held)
+    for x, y in zip(RewardModel.from_pretrained("default").score(held), want, strict=True):
+        assert x == pytest.approx(y, abs=2e-2)  # bf16 keeps 8 bits of mantissa: close, not equal
+    with pytest.raises(PrmkitError, match="dtype must be bfloat16 or float16"):
+        export_shipped(trained, tmp_path / "assets" / "bad", dtype="int8")
+
+
 def test_cli_scores_with_the_shipped_name(shipped, marker_files, tmp_path):
     from typer.testing import CliRunner
 

@@ -79,9 +79,27 @@ def publish(tmp: Path, out: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def export_shipped(trained: str | os.PathLike, asset: str | os.PathLike, *, note: str = "") -> Path:
+def _cast_tensors(path: Path, dtype: str) -> None:
+    """Rewrite a safetensors file with its floating-point tensors cast to ``dtype``."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    target = {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(dtype)
+    if target is None:
+        raise PrmkitError(f"dtype must be bfloat16 or float16, got {dtype!r}")
+    tensors = {k: (v.to(target) if v.is_floating_point() else v) for k, v in load_file(str(path)).items()}
+    save_file(tensors, str(path), metadata={"format": "pt"})
+
+
+def export_shipped(trained: str | os.PathLike, asset: str | os.PathLike, *, note: str = "",
+                   dtype: str | None = None) -> Path:
     """Copy what a shipped model needs from a LoRA ``prmkit train`` output ``trained`` (its ``adapter/``
-    folder and ``prmkit_rm.json``) into ``asset``, with a README saying what it is (``note``)."""
+    folder and ``prmkit_rm.json``) into ``asset``, with a README saying what it is (``note``).
+
+    ``dtype`` (``"bfloat16"`` or ``"float16"``) stores the adapter's floating-point tensors at that
+    precision — half the bytes in the package; the merge casts them back to the base's dtype, so
+    scores move by the rounding of the adapter weights (the shipped models are evaluated as exported).
+    None copies them as trained."""
     trained, asset = Path(trained), Path(asset)
     adapter = trained / "adapter"
     if not all((adapter / f).is_file() for f in _ADAPTER_FILES):
@@ -92,6 +110,8 @@ def export_shipped(trained: str | os.PathLike, asset: str | os.PathLike, *, note
     tmp.mkdir(parents=True)
     for f in _ADAPTER_FILES:
         shutil.copy2(adapter / f, tmp / f)
+    if dtype is not None:
+        _cast_tensors(tmp / "adapter_model.safetensors", dtype)
     shutil.copy2(trained / RM_CONFIG, tmp / RM_CONFIG)
     info = json.loads((trained / RM_CONFIG).read_text())
     (tmp / "README.md").write_text(
