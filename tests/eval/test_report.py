@@ -230,6 +230,18 @@ def test_partial_results_only_bon(tmp_path):
     assert json.loads(paths["json"].read_text()) == results
 
 
+def test_second_bon_section_follows_the_first_without_a_figure(tmp_path):
+    bon = full_results()["bon"]
+    paths = write_report({"bon": bon, "bon_live": bon}, tmp_path)
+    md = paths["markdown"].read_text()
+    heads = [ln[3:] for ln in md.splitlines() if ln.startswith("## ")]
+    assert heads == ["Process-supervision card", "Best-of-N", "Best-of-N of the pair trained in this run"]
+    first, second = md.split("## Best-of-N of the pair trained in this run")
+    assert first.count("![") == 1 and "![" not in second  # the verdict's figure only, once
+    row = next(ln for ln in first.splitlines() if ln.startswith("| **"))
+    assert row in second  # the same table rows
+
+
 def test_empty_results(tmp_path):
     paths = write_report({}, tmp_path, title="Nothing yet")
     md = paths["markdown"].read_text()

@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 #: Known sections in the order the report shows them (unknown ones go before ``meta``).
-SECTION_ORDER: tuple[str, ...] = ("summary", "card", "bon", "step_metrics", "probes", "processbench",
+SECTION_ORDER: tuple[str, ...] = ("summary", "card", "bon", "bon_live", "step_metrics", "probes", "processbench",
                                   "prmbench", "labels", "meta")
 
 _DEFAULT_TITLE = "prmkit evaluation report"
@@ -582,6 +582,8 @@ _SECTIONS: dict[str, tuple[str, Callable[[ReportDoc, Any, set[str]], None]]] = {
     "summary": ("Summary", _summary),
     "card": ("Process-supervision card", _card),
     "bon": ("Best-of-N", _bon),
+    # The demo's second pair (trained in the run) on the same held-out traces; the figure is the verdict's.
+    "bon_live": ("Best-of-N of the pair trained in this run", lambda doc, b, figs: _bon(doc, b, set())),
     "step_metrics": ("Step metrics", _step_metrics),
     "probes": ("Probes", _probes),
     "processbench": ("ProcessBench", _processbench),

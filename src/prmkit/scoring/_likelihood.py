@@ -10,8 +10,9 @@ Why it is here: it is the baseline a trained PRM has to beat besides outcome che
 arithmetic slip such as ``72 - 15 = 49`` is a token the LM did not expect after ``72 - 15 =``; on real
 SmolLM2 samples the log-probability of a step's *result* separates slips from right results with a
 step AUROC of 0.96 (172 steps). Reduced over all of a step's tokens the signal is noisier: best-of-16
-on 64 held-out ``arith`` problems picked a right answer for 26.6% with ``min`` over steps and 37.7%
-with ``mean``, against 34.4% for majority vote (``benchmarks/verifier.py --likelihood`` measures it).
+on 64 held-out ``arith`` problems (``reduce="min"``) picked a right answer for 26.6% with the trace's
+minimum step score and 37.7% with its mean, against 34.4% for majority vote (``reduce="mean"``: 17.3%
+and 29.8%; ``benchmarks/verifier.py --likelihood`` measures it).
 It is not a verifier of logic: a fluent wrong step the LM would have written itself scores high. Token
 confidence of this kind is what DeepConf (Fu et al., 2025) filters traces with.
 
