@@ -37,3 +37,16 @@ def test_a_directory_given_as_a_file_is_one_line(tmp_path, capsys, command):
     err = capsys.readouterr().err.strip()
     assert err.startswith("error:") and str(tmp_path) in err and "\n" not in err
     assert not (tmp_path / "o.jsonl").exists()
+
+
+@pytest.mark.parametrize("argv, expect", [
+    (["demo", "--preset", "nope"], "unknown preset 'nope'; presets: full, verdict, quick"),
+    (["demo", "--quick", "--preset", "verdict"], "--quick and --preset verdict disagree"),
+])
+def test_demo_preset_mistakes_are_one_line_and_start_nothing(tmp_path, capsys, argv, expect):
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--out", str(tmp_path / "run")])
+    assert exc.value.code == 1
+    err = capsys.readouterr().err.strip()
+    assert expect in err and "\n" not in err
+    assert not (tmp_path / "run").exists()

@@ -32,10 +32,17 @@ def test_demo_quick_writes_the_report_and_resumes(tmp_path):
     first = time.perf_counter() - t0
     assert r.returncode == 0, r.stderr[-3000:]
     report = json.loads((out / "report" / "report.json").read_text())
-    assert {"summary", "bon", "step_metrics", "probes", "labels", "card", "meta"} <= set(report)
-    # The verdict compares the PRM with the ORM and with majority vote, with numbers and intervals.
+    assert {"summary", "bon", "bon_live", "step_metrics", "probes", "labels", "card", "meta"} <= set(report)
+    # The verdict compares the shipped PRM with the shipped ORM and with majority vote, with numbers and
+    # intervals; the pair trained in the run is evaluated on the same held-out traces beside it.
     verdict = report["summary"]["verdict"]
     assert "PRM (min)" in verdict and "ORM" in verdict and "majority" in verdict and "[" in verdict
+    assert "the shipped pair (default, default-orm)" in verdict
+    assert report["meta"]["models"]["prm"] == "default"
+    live = report["bon_live"]
+    assert {"live_prm (min)", "live_orm", "majority"} <= set(live["methods"])
+    assert live["methods"]["majority"]["acc"] == report["bon"]["methods"]["majority"]["acc"]  # same traces
+    assert {(c["a"], c["b"]) for c in live["comparisons"]} >= {("live_prm (min)", "majority")}
     bon = report["bon"]
     assert bon["ns"][0] == 1 and bon["ns"][-1] == 8 and bon["problems"] == 6
     assert {"PRM (min)", "PRM (last)", "ORM", "majority", "random", "oracle (pass@N)",

@@ -98,7 +98,7 @@ def demo_run(tmp_path_factory):
     cfg = _demo.DemoConfig(train_problems=6, heldout_problems=6, n=8, mc_traces=4, mc_k=2,
                            max_new_tokens=80, epochs=1.0, max_steps=8, batch_size=8, bootstrap=200,
                            gaming_traces=16, transfer_traces=24, policy="golden", backbone="tiny",
-                           max_length=1024)
+                           max_length=1024, verdict_prm=None, verdict_orm=None)
     for p in ArithEnv(ArithConfig(steps=3, seed=cfg.env_seed)).problems(12):
         golden_policy.PROBLEMS[p.text] = p
     out = tmp_path_factory.mktemp("demo")

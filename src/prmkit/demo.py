@@ -44,6 +44,7 @@ class DemoConfig:
     heldout_problems: int = 16
     n: int = 16                      #: samples per problem (best-of-N goes up to this)
     arith_steps: str = "3"           #: operations per problem, N or MIN-MAX
+    distractors: int = 0             #: irrelevant quantities per problem
     env_seed: int = 0
     seed: int = 0
     max_new_tokens: int = 80
@@ -63,6 +64,12 @@ class DemoConfig:
     gaming_traces: int = 48          #: held-out traces the gaming probe perturbs
     transfer_traces: int = 60        #: derived traces of the second data source
     transfer_data: str | None = None  #: a GSM8K file for the transfer probe (else shifted arith)
+    #: The pair the verdict is about: shipped reward models by name (``default``, ``default-orm``) or
+    #: checkpoint folders. None: the pair trained in this run gives the verdict. The pair trained in
+    #: the run is always trained and evaluated on the same held-out traces (section "bon_live").
+    verdict_prm: str | None = "default"
+    verdict_orm: str | None = "default-orm"
+    score_precision: str = "auto"    #: scoring precision of the verdict pair (auto: bf16 where native)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -74,9 +81,13 @@ def _default_backend() -> str:
     return default_backend()
 
 
-#: ``full`` fits 15 minutes on 2 CPU cores; ``quick`` 3 minutes (CI runs it).
+#: ``full`` fits 15 minutes on 2 CPU cores; ``quick`` 3 minutes (CI runs it); ``verdict`` samples 128
+#: held-out problems x 16 in the shipped pair's own setting (2-5 operations, a distractor), enough for
+#: a 95% interval of PRM − majority about ±8 points — the number of problems, not of samples, sets its
+#: width — at the cost of an hour on 2 cores (sampling 2,240 solutions is most of it).
 DEMO_PRESETS: dict[str, DemoConfig] = {
     "full": DemoConfig(),
+    "verdict": DemoConfig(heldout_problems=128, arith_steps="2-5", distractors=1),
     "quick": DemoConfig(train_problems=6, heldout_problems=6, n=8, mc_traces=4, mc_k=2,
                         max_new_tokens=80, epochs=1.0, max_steps=8, batch_size=8, bootstrap=200,
                         gaming_traces=16, transfer_traces=24),
@@ -138,6 +149,13 @@ def _read(path: Path) -> list:
     return list(read_traces(path))
 
 
+def _model_dir(name: str) -> str:
+    """The folder a verdict model loads from: a shipped model's merged cache, else the path itself."""
+    from prmkit.models import SHIPPED_MODELS, shipped_model_folder
+
+    return shipped_model_folder(name) if name in SHIPPED_MODELS else name
+
+
 def _mc_subset(train: list, size: int) -> list:
     """The traces that also get Monte Carlo labels: alternately one with a symbolic error and one
     without, then the rest in order, ``size`` in all."""
@@ -177,7 +195,7 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
     out = Path(out)
     stages = _Stages(out, cfg, overwrite)
     torch.manual_seed(cfg.seed)
-    env_cfg = ArithConfig(steps=parse_steps(cfg.arith_steps), seed=cfg.env_seed)
+    env_cfg = ArithConfig(steps=parse_steps(cfg.arith_steps), distractors=cfg.distractors, seed=cfg.env_seed)
     problems = ArithEnv(env_cfg).problems(cfg.train_problems + cfg.heldout_problems)
     train_ids = {p.id for p in problems[:cfg.train_problems]}
     samples, mc_file = out / "samples.jsonl", out / "mc_subset.jsonl"
@@ -222,16 +240,31 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
                                   causal=cfg.causal),
                       log=lambda *a, **k: None)
             stages.mark(kind)
-    prm = RewardModel.from_pretrained(str(out / "prm"))
-    orm = RewardModel.from_pretrained(str(out / "orm"))
+    live_prm = RewardModel.from_pretrained(str(out / "prm"))
+    live_orm = RewardModel.from_pretrained(str(out / "orm"))
+    model_dirs = [out / "prm", out / "orm"]
+    # The verdict pair: the shipped default PRM / ORM (trained at length on thousands of traces, see
+    # the README), else the pair just trained. Scores of the pair trained here go under live_*.
+    prm, orm, live_keys = live_prm, live_orm, None
+    if cfg.verdict_prm is not None:
+        prm = RewardModel.from_pretrained(cfg.verdict_prm, precision=cfg.score_precision)
+        orm = (RewardModel.from_pretrained(cfg.verdict_orm, precision=cfg.score_precision)
+               if cfg.verdict_orm is not None else None)
+        live_keys = ("live_prm", "live_orm")
+        model_dirs = [Path(_model_dir(name)) for name in (cfg.verdict_prm, cfg.verdict_orm) if name]
 
-    # 5. Score the held-out traces with both (and every aggregator of the PRM's step scores).
+    # 5. Score the held-out traces with each pair (and every aggregator of the PRM's step scores).
     with stages.timed("score held-out traces (PRM and ORM)"):
+        scorers = [(prm, "prm"), (orm, "orm")]
+        if live_keys is not None:
+            scorers += [(live_prm, live_keys[0]), (live_orm, live_keys[1])]
         # A trace a model cannot read whole (an ORM past its max_length) stays unscored, not fatal.
-        for model, key in ((prm, "prm"), (orm, "orm")):
+        for model, key in scorers:
+            if model is None:
+                continue
             skipped = score_traces_or_skip(model, heldout, key, aggregate="min")
             if skipped:
-                _say(f"[yellow]{len(skipped)} held-out traces not scored by the {key.upper()}[/] "
+                _say(f"[yellow]{len(skipped)} held-out traces not scored by {key}[/] "
                      f"(first: {skipped[0][0]}: {skipped[0][1]})")
         add_trace_scores(heldout, "prm", ("last", "prod", "mean", "geo_mean"))
         _write(heldout, heldout_file)
@@ -239,6 +272,11 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
     # 6. Best-of-N curves and the verdict, step metrics, the failure-mode probes.
     with stages.timed("evaluate (best-of-N, step metrics, probes)"):
         results = bon_report(heldout, bootstrap=cfg.bootstrap, seed=cfg.seed).to_dict()
+        if live_keys is not None:  # the pair trained in this run, on the same held-out traces
+            p, o = live_keys
+            results["bon_live"] = bon_report(
+                heldout, prm_key=p, orm_key=o, bootstrap=cfg.bootstrap, seed=cfg.seed, main=f"{p} (min)",
+                rivals=(o, "majority"), extra_comparisons=()).to_dict()["bon"]
         results["step_metrics"] = {"prm": step_metrics_for(heldout, key="prm", label_source="symbolic"
                                                            ).to_dict()}
         if cfg.transfer_data:
@@ -260,12 +298,17 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
 
     # 7. The verdict in words, the process-supervision card, the report.
     failed = [name for name, p in results["probes"].items() if p.get("failed")]
+    if live_keys is None:
+        who = (f" PRM and ORM: {cfg.backbone} backbone, trained on {len(train_traces)} traces of "
+               f"{cfg.train_problems} problems;")
+    else:
+        who = (f" PRM and ORM: the shipped pair ({cfg.verdict_prm}, {cfg.verdict_orm}); the pair trained "
+               f"in this run ({cfg.backbone}, {len(train_traces)} traces of {cfg.train_problems} problems) "
+               f"is under 'Best-of-N of the pair trained in this run';")
     results["summary"]["verdict"] += (
-        f" PRM and ORM: {cfg.backbone} backbone, trained on {len(train_traces)} traces of "
-        f"{cfg.train_problems} problems; evaluated on {len(heldout)} traces of {cfg.heldout_problems} "
-        f"other problems. Probes failed: {', '.join(failed) if failed else 'none'}.")
-    card = card_from_provenance(traces=train_traces + heldout + mc, model_dirs=[out / "prm", out / "orm"],
-                                results=results)
+        f"{who} evaluated on {len(heldout)} traces of {cfg.heldout_problems} other problems. "
+        f"Probes failed: {', '.join(failed) if failed else 'none'}.")
+    card = card_from_provenance(traces=train_traces + heldout + mc, model_dirs=model_dirs, results=results)
     results["card"] = card.to_dict()
     results["meta"] = {
         "title": "prmkit demo — process vs outcome supervision on the embedded default",
@@ -274,8 +317,10 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
         "data": {"env": "arith", "env_config": dataclasses.asdict(env_cfg),
                  "train_traces": len(train_traces), "heldout_traces": len(heldout),
                  "transfer": cfg.transfer_data or "arith-shifted (derived)"},
-        "models": {"policy": traces[0].source if traces else None, "prm": str(out / "prm"),
-                   "orm": str(out / "orm"), "backbone": cfg.backbone},
+        "models": {"policy": traces[0].source if traces else None,
+                   "prm": cfg.verdict_prm or str(out / "prm"), "orm": cfg.verdict_orm or str(out / "orm"),
+                   "backbone": cfg.backbone,
+                   **({"trained_here": [str(out / "prm"), str(out / "orm")]} if live_keys else {})},
         "seeds": {"seed": cfg.seed, "env_seed": cfg.env_seed}, "settings": cfg.to_dict(),
     }
     return write_report(results, out / "report", title=results["meta"]["title"])

@@ -15,6 +15,10 @@ console = Console()
 def demo(
     quick: Annotated[bool, typer.Option("--quick", help="A small run (about 3 minutes on 2 cores) that "
                                                        "exercises every stage; CI runs it.")] = False,
+    preset: Annotated[str | None, typer.Option(
+        help="full (the default: 12 + 16 problems x 16 samples), quick (the same as --quick), or "
+             "verdict (128 held-out problems x 16 in the shipped models' setting: a verdict interval "
+             "of about ±8 points, about an hour on 2 cores).")] = None,
     out: Annotated[Path | None, typer.Option(
         "--out", "-o", help="Run folder (default runs/demo, or runs/demo-quick with --quick).")] = None,
     transfer_data: Annotated[Path | None, typer.Option(
@@ -31,9 +35,16 @@ def demo(
 
     from prmkit.demo import DEMO_PRESETS, run_demo
 
-    cfg = dataclasses.replace(DEMO_PRESETS["quick" if quick else "full"],
+    from prmkit.errors import PrmkitError
+
+    if quick and preset not in (None, "quick"):
+        raise PrmkitError(f"--quick and --preset {preset} disagree; give one")
+    name = "quick" if quick else (preset or "full")
+    if name not in DEMO_PRESETS:
+        raise PrmkitError(f"unknown preset {name!r}; presets: {', '.join(DEMO_PRESETS)}")
+    cfg = dataclasses.replace(DEMO_PRESETS[name],
                               transfer_data=str(transfer_data) if transfer_data is not None else None)
-    out = out or Path("runs/demo-quick" if quick else "runs/demo")
+    out = out or Path("runs/demo" if name == "full" else f"runs/demo-{name}")
     paths = run_demo(cfg, out, overwrite=overwrite, command="prmkit " + " ".join(sys.argv[1:]))
     import json
 
