@@ -43,6 +43,12 @@ def shipped(trained, tmp_path, monkeypatch):
 
 
 def test_export_is_small_and_complete(trained, shipped):
+    import json
+
+    record = (trained / "prmkit_rm.json").read_text()
+    assert str(trained) in record  # the run's own record names where it was trained ...
+    assert str(trained.parent) not in (shipped / "prmkit_rm.json").read_text()  # ... the shipped one does not
+    assert json.loads((shipped / "prmkit_rm.json").read_text())["train_config"]["output_dir"] == "prm"
     names = {p.name for p in shipped.iterdir()}
     assert names == {"adapter_config.json", "adapter_model.safetensors", "prmkit_rm.json", "README.md"}
     adapter = (shipped / "adapter_model.safetensors").stat().st_size

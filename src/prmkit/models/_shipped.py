@@ -79,6 +79,22 @@ def publish(tmp: Path, out: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _portable(value):
+    """``value`` with every absolute path made relative to the working folder (when under it) or cut to
+    its file name."""
+    if isinstance(value, dict):
+        return {k: _portable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_portable(v) for v in value]
+    if isinstance(value, str) and os.path.isabs(value):
+        path = Path(value)
+        try:
+            return str(path.relative_to(Path.cwd()))
+        except ValueError:
+            return path.name
+    return value
+
+
 def _cast_tensors(path: Path, dtype: str) -> None:
     """Rewrite a safetensors file with its floating-point tensors cast to ``dtype``."""
     import torch
@@ -112,8 +128,11 @@ def export_shipped(trained: str | os.PathLike, asset: str | os.PathLike, *, note
         shutil.copy2(adapter / f, tmp / f)
     if dtype is not None:
         _cast_tensors(tmp / "adapter_model.safetensors", dtype)
-    shutil.copy2(trained / RM_CONFIG, tmp / RM_CONFIG)
     info = json.loads((trained / RM_CONFIG).read_text())
+    # The record travels in every install: no absolute path of the machine that trained it.
+    if isinstance(info.get("train_config"), dict):
+        info["train_config"] = _portable(info["train_config"])
+    (tmp / RM_CONFIG).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
     (tmp / "README.md").write_text(
         f"# {asset.name}\n\nA prmkit {info.get('kind', 'prm').upper()}: a LoRA adapter and head over the "
         f"base named in prmkit_rm.json (train_config.model), merged and cached on first use.\n\n{note}\n")
