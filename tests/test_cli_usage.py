@@ -20,10 +20,10 @@ def test_usage_errors_are_one_message(capsys, argv, expect):
     assert expect in err and "Traceback" not in err
 
 
-def test_bare_prmkit_shows_help_and_exits_2(capsys):
+def test_bare_prmkit_shows_help_and_exits_0(capsys):
     with pytest.raises(SystemExit) as exc:
         main([])
-    assert exc.value.code == 2
+    assert exc.value.code == 0
     captured = capsys.readouterr()
     assert "Usage" in captured.out + captured.err and "Traceback" not in captured.err
 

@@ -18,7 +18,7 @@ from typing import IO, Any
 
 from prmkit.errors import FormatError
 
-__all__ = ["iter_json_records", "open_text", "open_binary", "sniff_container"]
+__all__ = ["iter_json_records", "decode_utf8", "open_text", "open_binary", "sniff_container"]
 
 _decoder = json.JSONDecoder()
 
@@ -37,12 +37,37 @@ def open_text(path: str | os.PathLike, mode: str = "r") -> IO[str]:
     return open(path, mode, encoding="utf-8", newline="")
 
 
-def _decode_line(raw: bytes, path: str, line: int) -> str:
+def _decode_line(raw: bytes, path: str, line: int, offset: int) -> str:
+    """One line as text; ``offset`` is the line's first byte in the file, for the error."""
     try:
-        return raw.decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise FormatError(f"not UTF-8 (byte {e.start}: {raw[e.start:e.start + 1]!r})",
-                          path=path, line=line) from None
+        raise FormatError(_not_utf8(raw, e.start, offset + e.start), path=path, line=line) from None
+    # A byte order mark opens some files written on Windows; JSON arrays skip it, so JSON Lines does.
+    return text[1:] if line == 1 and text.startswith("\ufeff") else text
+
+
+def _not_utf8(data: bytes, start: int, file_offset: int) -> str:
+    return f"not UTF-8 (byte {data[start:start + 1]!r} at byte offset {file_offset})"
+
+
+def decode_utf8(data: bytes, path: str | os.PathLike) -> str:
+    """A whole file's bytes as text, without a leading byte order mark; bytes that are not UTF-8 are
+    a :class:`FormatError` naming their line and offset.
+
+    >>> decode_utf8(b"\\xef\\xbb\\xbf{}", "a.json")
+    '{}'
+    >>> decode_utf8(b'{"a":\\n"\\xff"}', "a.json")
+    Traceback (most recent call last):
+    ...
+    prmkit.errors.FormatError: a.json:2: not UTF-8 (byte b'\\xff' at byte offset 7)
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise FormatError(_not_utf8(data, e.start, e.start), path=str(path),
+                          line=data.count(b"\n", 0, e.start) + 1) from None
+    return text[1:] if text.startswith("\ufeff") else text
 
 
 def sniff_container(path: str | os.PathLike) -> str:
@@ -65,17 +90,21 @@ def iter_json_records(path: str | os.PathLike, container: str | None = None, *,
     """Yield ``(line, value)`` for each record of a JSON Lines / JSON array / concatenated file.
 
     ``line`` is 1-based: the line of the record in JSON Lines, the line where the record starts
-    otherwise. Blank lines are skipped. Malformed JSON raises :class:`FormatError` at its line; in
-    JSON Lines, when an ``errors`` list is given, a bad line is appended to it and reading goes on
-    with the next line (other containers cannot be resynchronised after a syntax error).
+    otherwise. Blank lines, and a UTF-8 byte order mark opening the file, are skipped (in every
+    container alike). Malformed JSON raises :class:`FormatError` at its line, and bytes that are not
+    UTF-8 name their offset in the file too; in JSON Lines, when an ``errors`` list is given, a bad
+    line is appended to it and reading goes on with the next line (other containers cannot be
+    resynchronised after a syntax error).
     """
     path_s = str(path)
     container = container or sniff_container(path)
     if container == "jsonl":
+        offset = 0
         with open_binary(path) as f:
             for line_no, raw in enumerate(f, 1):
+                offset, start = offset + len(raw), offset
                 try:
-                    text = _decode_line(raw, path_s, line_no)
+                    text = _decode_line(raw, path_s, line_no, start)
                     if not text.strip():
                         continue
                     try:
@@ -92,13 +121,7 @@ def iter_json_records(path: str | os.PathLike, container: str | None = None, *,
         return
     with open_binary(path) as f:
         data = f.read()
-    # Decode as a whole, but name the line of the first bad byte.
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise FormatError(f"not UTF-8 (byte {data[e.start:e.start + 1]!r})", path=path_s,
-                          line=data.count(b"\n", 0, e.start) + 1) from None
-    yield from _iter_values(text, path_s, container)
+    yield from _iter_values(decode_utf8(data, path_s), path_s, container)
 
 
 def _iter_values(text: str, path: str, container: str) -> Iterator[tuple[int, Any]]:

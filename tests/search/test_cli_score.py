@@ -52,9 +52,11 @@ def test_score_with_a_scripted_scorer(tmp_path):
     assert [s.scores for s in t.steps] == [{"v1": 0.25}, {"v1": 0.75}] and t.meta["scores"] == {"v1:last": 0.75}
 
 
-def test_score_needs_a_model():
+def test_score_needs_a_model(tmp_path):
+    src = tmp_path / "in.jsonl"  # an input that passes its check: the missing model is what is said
+    write_traces([Trace(id="a", problem=Problem("q"), steps=[Step("a")])], src)
     with pytest.raises(PrmkitError, match="--model DIR"):
-        run("score", "in.jsonl", "out.jsonl")
+        run("score", src, tmp_path / "out.jsonl")
 
 
 def test_select_prints_accuracy_and_writes_choices(tmp_path, capsys):

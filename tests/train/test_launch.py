@@ -59,6 +59,9 @@ def test_a_failing_process_is_one_error(tmp_path, capfd, quiet_env):
 def test_the_cli_passes_num_processes(monkeypatch, tmp_path, capsys):
     calls = []
     monkeypatch.setattr("prmkit.train.launch", lambda cfg, n, log: calls.append((cfg, n)) or _NoEval())
+    monkeypatch.chdir(tmp_path)  # the CLI reads the data files before it launches: they must be there
+    (tmp_path / "t.jsonl").write_text(json.dumps({"id": "a", "problem": {"text": "q"}, "steps": [{"text": "s"}]})
+                                      + "\n")
     main(["train", "orm", "--config", "tiny", "--num-processes", "3", "train=[t.jsonl]", "lr=0.5"])
     [(cfg, n)] = calls
     assert (n, cfg.kind, cfg.lr, cfg.train) == (3, "orm", 0.5, ["t.jsonl"])

@@ -1,12 +1,21 @@
 """The ``prmkit`` command: one subcommand per stage, mirroring the Python API.
 
-Errors prmkit raises on purpose (:class:`~prmkit.errors.PrmkitError`) are printed as one line, without
-a traceback, and exit with status 1.
+What a person sees when something goes wrong:
+
+- errors prmkit raises on purpose (:class:`~prmkit.errors.PrmkitError`) are one line, ``error: ...``,
+  and exit 1;
+- a usage mistake (unknown command or option, missing argument, bad value) is ``error: ...`` plus the
+  command's usage line, and exits 2; bare ``prmkit`` (or ``prmkit data``) prints the help and exits 0;
+- anything else is one line naming the exception, ``(run with --debug for the traceback)``, exit 1;
+  ``--debug`` anywhere on the line, or ``PRMKIT_DEBUG=1``, shows the traceback instead.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import traceback
+from typing import Annotated
 
 import typer
 
@@ -44,6 +53,24 @@ app.add_typer(eval_app, name="eval")
 app.command(name="report")(report_cmd)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from prmkit import __version__
+
+        typer.echo(f"prmkit {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version,
+                                          help="Print the version and exit.")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show the traceback of an unexpected error "
+                                        "(may go anywhere on the line; or set PRMKIT_DEBUG=1).")] = False,
+) -> None:
+    """Process supervision: label, train, use, evaluate and document process reward models."""
+
+
 @app.command()
 def version() -> None:
     """Print the prmkit version."""
@@ -53,47 +80,85 @@ def version() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point of the ``prmkit`` console script."""
+    """Entry point of the ``prmkit`` console script (``argv`` defaults to ``sys.argv[1:]``)."""
     from prmkit.errors import PrmkitError
 
+    args = list(sys.argv[1:] if argv is None else argv)
+    # --debug is taken from anywhere before "--", so it can be added to the end of a failed line.
+    end = args.index("--") if "--" in args else len(args)
+    debug = "--debug" in args[:end] or os.environ.get("PRMKIT_DEBUG", "") not in ("", "0")
+    args = [a for i, a in enumerate(args) if i >= end or a != "--debug"]
     try:
-        code = app(args=argv, standalone_mode=False)
+        code = app(args=args, standalone_mode=False, prog_name="prmkit")
         if isinstance(code, int) and code:  # typer.Exit(n) returns n in non-standalone mode
             sys.exit(code)
-    except PrmkitError as e:
-        typer.secho(f"error: {e}", fg="red", err=True)
-        sys.exit(1)
     except SystemExit:
         raise
     except KeyboardInterrupt:
         typer.secho("interrupted", fg="yellow", err=True)
         sys.exit(130)
-    except OSError as e:  # a directory given as a file, a missing or unreadable path: one line
-        typer.secho(f"error: {e.strerror or e}: {e.filename}" if e.filename else f"error: {e}",
-                    fg="red", err=True)
+    except BrokenPipeError:  # `prmkit data inspect x | head`: the reader left; nothing to report
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(141)
+    except PrmkitError as e:
+        if debug:
+            traceback.print_exc()
+        _error(str(e))
         sys.exit(1)
-    except Exception as e:  # click's usage errors arrive here in non-standalone mode
-        usage, abort = _click_exceptions()
-        if isinstance(e, usage):
-            e.show()
-            sys.exit(e.exit_code)
-        if isinstance(e, abort):
-            sys.exit(1)
-        raise
+    except Exception as e:
+        click_error = _click_error(e)
+        if click_error is not None:
+            sys.exit(click_error)
+        if debug:
+            raise
+        if isinstance(e, OSError) and e.filename:  # a path the checks could not foresee: one line
+            _error(f"{e.filename}: {e.strerror or e}")
+        else:
+            text = " ".join(str(e).split()) or "(no message)"
+            _error(f"{type(e).__name__}: {text} (run with --debug for the traceback)")
+        sys.exit(1)
 
 
-def _click_exceptions() -> tuple[tuple[type, ...], tuple[type, ...]]:
-    """Click's usage-error and abort classes: typer >= 0.29 bundles its own click (``typer._click``,
-    with ``Abort`` in ``typer.exceptions``), whose classes are not the ``click`` package's; catch both."""
+def _error(message: str) -> None:
+    typer.secho(f"error: {message}", fg="red", err=True)
+
+
+def _click_error(e: Exception) -> int | None:
+    """Show one of click's exceptions as a person expects and return its exit status; None for any
+    other exception. Typer >= 0.29 bundles its own click (``typer._click``) whose classes are not the
+    ``click`` package's, so both are matched."""
+    usage, click_exc, abort = _click_exceptions()
+    if isinstance(e, abort):
+        return 1
+    if not isinstance(e, click_exc):
+        return None
+    ctx = getattr(e, "ctx", None)
+    if type(e).__name__ == "NoArgsIsHelpError":  # bare `prmkit` / `prmkit data`: the help, exit 0
+        text = e.format_message()  # typer's rich help has printed itself already; plain help has not
+        if text.strip():
+            typer.echo(text)
+        return 0
+    _error(" ".join(e.format_message().split()))
+    if isinstance(e, usage) and ctx is not None:
+        typer.echo(f"{ctx.get_usage()}  (see '{ctx.command_path} --help')", err=True)
+    return int(getattr(e, "exit_code", 1))
+
+
+def _click_exceptions() -> tuple[tuple[type, ...], tuple[type, ...], tuple[type, ...]]:
+    """Click's usage-error, base-exception and abort classes, from ``typer._click`` (typer >= 0.29;
+    ``Abort`` in ``typer.exceptions``) and from the ``click`` package."""
     import importlib
 
     usage: list[type] = []
+    click_exc: list[type] = []
     abort: list[type] = []
     for name in ("typer._click.exceptions", "typer.exceptions", "click.exceptions"):
         try:
             mod = importlib.import_module(name)
         except ImportError:
             continue
-        usage += [c for c in (getattr(mod, "ClickException", None),) if c is not None]
-        abort += [c for c in (getattr(mod, "Abort", None),) if c is not None]
-    return tuple(usage), tuple(abort)
+        for found, attr in ((usage, "UsageError"), (click_exc, "ClickException"), (abort, "Abort")):
+            cls = getattr(mod, attr, None)
+            if cls is not None:
+                found.append(cls)
+    return tuple(usage), tuple(click_exc), tuple(abort)

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from prmkit.cli._help import names
 from prmkit.cli._options import DistractorsOpt, EnvSeedOpt, MaxOperandOpt, OpsOpt, StepsOpt
+from prmkit.cli._paths import input_file, input_files
 from prmkit.data import ERROR_TYPES, FORMATS, ImportReport, detect_format, read
 from prmkit.data import convert as convert_file
 from prmkit.errors import PrmkitError
@@ -70,7 +71,7 @@ def print_skipped(report: ImportReport, out: Path, limit: int = 20) -> None:
 
 @app.command()
 def convert(
-    src: Annotated[Path, typer.Argument(help="Input file.")],
+    src: Annotated[Path, typer.Argument(help="Input file.", callback=input_files)],
     dst: Annotated[Path, typer.Argument(help="Output file (.parquet writes Parquet).")],
     from_: FromOpt = None,
     to: Annotated[str | None, typer.Option(
@@ -119,7 +120,7 @@ def convert(
 
 @app.command()
 def validate(
-    path: Annotated[Path, typer.Argument(help="File to check.")],
+    path: Annotated[Path, typer.Argument(help="File to check.", callback=input_files)],
     from_: FromOpt = None,
     option: OptionOpt = None,
     show: Annotated[int, typer.Option(help="How many problems to list (0: all).")] = 0,
@@ -131,8 +132,6 @@ def validate(
     """
     from prmkit.data import scan
 
-    if not path.exists():
-        raise PrmkitError(f"{path}: no such file")
     fmt = from_ or detect_format(path)
     report = scan(path, fmt, **parse_options(option))
     limit = show or len(report.skipped) + len(report.issues) + 1
@@ -146,7 +145,7 @@ def validate(
 
 @app.command()
 def stats(
-    path: Annotated[Path, typer.Argument(help="File to summarise.")],
+    path: Annotated[Path, typer.Argument(help="File to summarise.", callback=input_files)],
     from_: FromOpt = None,
     option: OptionOpt = None,
     label_source: Annotated[str | None, typer.Option(
@@ -240,7 +239,7 @@ def _render(trace: Trace, limit: int = 2000) -> None:
 
 @app.command()
 def inspect(
-    path: Annotated[Path, typer.Argument(help="File to show.")],
+    path: Annotated[Path, typer.Argument(help="File to show.", callback=input_files)],
     from_: FromOpt = None,
     option: OptionOpt = None,
     n: Annotated[int, typer.Option("-n", help="How many traces to show.")] = 3,
@@ -305,7 +304,9 @@ def derive(
         raise PrmkitError("give IN and OUT, or --env arith and OUT" if not env else
                           "with --env the problems come from the environment: give only OUT")
     inp = paths[0]
-    if env:
+    if not env:
+        input_file(inp)
+    else:
         from prmkit.generate import load_problems
 
         inp = load_problems(env=env, n=problems, start=start, steps=steps, ops=ops, max_operand=max_operand,

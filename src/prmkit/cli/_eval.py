@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from prmkit.cli._help import check_probes, probe_help
+from prmkit.cli._paths import input_files, input_folders
 from prmkit.cli._score import (
     AggregateOpt,
     AllowPickleOpt,
@@ -67,7 +68,8 @@ def _unscored(skipped: list[tuple[str, str]]) -> None:
 @app.command("processbench")
 def processbench(
     files: Annotated[list[Path], typer.Argument(help="ProcessBench split files (gsm8k.json, math.json, "
-                                                     "…); the split name is the file stem.")],
+                                                     "…); the split name is the file stem.",
+                                                callback=input_files)],
     model: ModelOpt = None,
     scorer: ScorerOpt = "model",
     scorer_arg: ScorerArgOpt = None,
@@ -76,7 +78,8 @@ def processbench(
         help="Fixed step threshold (a step scoring below it is the predicted first error). Default "
              "0.5 unless --tune-on or --cross-split chooses one.")] = None,
     tune_on: Annotated[list[Path] | None, typer.Option(
-        "--tune-on", help="Choose the threshold by a sweep on these split files (never reported).")] = None,
+        "--tune-on", help="Choose the threshold by a sweep on these split files (never reported).",
+        callback=input_files)] = None,
     cross_split: Annotated[bool, typer.Option(
         "--cross-split", help="Each split's threshold is chosen on the other given splits.")] = False,
     limit: Annotated[int | None, typer.Option(help="Only the first N samples of each file.")] = None,
@@ -104,7 +107,7 @@ def processbench(
 @app.command("prmbench")
 def prmbench(
     files: Annotated[list[Path], typer.Argument(help="PRMBench JSONL files (one per error class, or the "
-                                                     "combined file).")],
+                                                     "combined file).", callback=input_files)],
     model: ModelOpt = None,
     scorer: ScorerOpt = "model",
     scorer_arg: ScorerArgOpt = None,
@@ -135,7 +138,7 @@ def prmbench(
 @app.command("bon")
 def bon(
     inp: Annotated[Path, typer.Argument(metavar="SCORED", help="Scored traces (prmkit score output), N per "
-                                                              "problem, with outcomes.")],
+                                                              "problem, with outcomes.", callback=input_files)],
     prm_key: Annotated[str, typer.Option(help="Step-score key of the PRM.")] = "prm",
     orm_key: Annotated[str, typer.Option(help="Trace-score key of the ORM (meta.scores).")] = "orm",
     label_source: Annotated[str | None, typer.Option(
@@ -170,17 +173,18 @@ def _f(x: float | None) -> str:
 
 @app.command("probes")
 def probes(
-    inp: Annotated[Path, typer.Argument(metavar="TRACES", help="Labelled traces (in-domain), N per problem.")],
+    inp: Annotated[Path, typer.Argument(metavar="TRACES", help="Labelled traces (in-domain), N per problem.",
+                                        callback=input_files)],
     model: ModelOpt = None,
     scorer: ScorerOpt = "model",
     scorer_arg: ScorerArgOpt = None,
     label_source: Annotated[str | None, typer.Option(help="Step labels to use (default: latest).")] = None,
     transfer: Annotated[list[Path] | None, typer.Option(
         help="A second data source (labelled traces in any format) for the domain-transfer probe. "
-             "Repeatable.")] = None,
+             "Repeatable.", callback=input_files)] = None,
     transfer_gsm8k: Annotated[Path | None, typer.Option(
         help="Build the second source from a GSM8K file's reference solutions (one corrupted step "
-             "each for half of them).")] = None,
+             "each for half of them).", callback=input_files)] = None,
     transfer_limit: Annotated[int, typer.Option(help="Problems taken from --transfer-gsm8k.")] = 50,
     gaming_traces: Annotated[int, typer.Option(help="Traces the gaming probe perturbs.")] = 64,
     only: Annotated[list[str] | None, typer.Option("--probe", help=probe_help(),
@@ -212,12 +216,15 @@ def probes(
 
 def report(
     results: Annotated[list[Path], typer.Argument(help="JSON files written by prmkit eval … --json (or a "
-                                                       "demo's report.json); later files win per section.")],
+                                                       "demo's report.json); later files win per section.",
+                                                  callback=input_files)],
     out: Annotated[Path, typer.Option("--out", "-o", help="Report folder.")] = Path("runs/report"),
     traces: Annotated[list[Path] | None, typer.Option(
-        "--traces", help="Trace files whose provenance fills the process-supervision card. Repeatable.")] = None,
+        "--traces", help="Trace files whose provenance fills the process-supervision card. Repeatable.",
+        callback=input_files)] = None,
     model_dir: Annotated[list[Path] | None, typer.Option(
-        "--model-dir", help="PRM / ORM checkpoint folders for the card. Repeatable.")] = None,
+        "--model-dir", help="PRM / ORM checkpoint folders for the card. Repeatable.",
+        callback=input_folders)] = None,
     card: Annotated[list[str] | None, typer.Option(
         "--card", help="FIELD=VALUE for what provenance cannot know (e.g. deployment_monitor=none). "
                        "Repeatable.")] = None,

@@ -11,6 +11,7 @@ from rich.console import Console
 from prmkit.cli._data import parse_options
 from prmkit.cli._help import policy_help
 from prmkit.cli._options import DistractorsOpt, EnvSeedOpt, MaxOperandOpt, OpsOpt, StepsOpt
+from prmkit.cli._paths import input_files
 
 console = Console()
 
@@ -19,7 +20,8 @@ def generate(
     out: Annotated[Path, typer.Option("--out", "-o", help="Output JSONL of traces (appended; resumable).")],
     env: Annotated[str | None, typer.Option(help="Built-in environment: arith.")] = None,
     data: Annotated[Path | None, typer.Option(
-        help="A dataset file of problems with reference answers (GSM8K, MATH-500, ...).")] = None,
+        help="A dataset file of problems with reference answers (GSM8K, MATH-500, ...).",
+        callback=input_files)] = None,
     data_format: Annotated[str | None, typer.Option(
         "--data-format", help="Format of --data (detected when omitted).")] = None,
     policy: Annotated[str | None, typer.Option(help=policy_help("Backend"))] = None,

@@ -16,6 +16,7 @@ from rich.console import Console
 
 from prmkit.cli._data import parse_options, print_skipped
 from prmkit.cli._help import names, policy_help
+from prmkit.cli._paths import input_files
 from prmkit.data import FORMATS
 from prmkit.labelers import LABELERS
 
@@ -24,7 +25,7 @@ console = Console()
 
 def label(
     inp: Annotated[Path, typer.Argument(metavar="IN", help="Traces to label (prmkit JSONL or any "
-                                        "importable format).")],
+                                        "importable format).", callback=input_files)],
     out: Annotated[Path, typer.Argument(metavar="OUT", help="Labelled traces (prmkit JSONL).")],
     method: Annotated[str, typer.Option(
         "--method", "-m", help=f"Labeler: {names(LABELERS)}.")] = "mc",

@@ -19,6 +19,7 @@ from rich.console import Console
 from prmkit.cli._data import parse_options, print_skipped
 from prmkit.cli._help import check_aggregator, names, policy_help
 from prmkit.cli._options import EnvSeedOpt, MaxOperandOpt, OpsOpt, StepsOpt
+from prmkit.cli._paths import input_files, model_folders
 from prmkit.data import FORMATS
 from prmkit.scoring import AGGREGATORS, SCORERS
 from prmkit.search import SEARCHES, SELECTORS
@@ -31,7 +32,8 @@ __all__ = ["score", "select", "search", "load_scorer_opts", "AllowPickleOpt"]
 console = Console()
 
 ModelOpt = Annotated[Path | None, typer.Option(
-    "--model", help="PRM / ORM checkpoint folder (prmkit train output, or a published PRM).")]
+    "--model", help="PRM / ORM checkpoint folder (prmkit train output, or a published PRM).",
+    callback=model_folders)]
 ScorerOpt = Annotated[str, typer.Option(
     "--scorer", help=f"Scorer backend: {names(SCORERS)} (model: the --model folder).")]
 ScorerArgOpt = Annotated[list[str] | None, typer.Option(
@@ -63,7 +65,8 @@ def _say(lines: list[str]) -> None:
 
 
 def score(
-    inp: Annotated[Path, typer.Argument(metavar="IN", help="Traces (prmkit JSONL or any importable format).")],
+    inp: Annotated[Path, typer.Argument(metavar="IN", help="Traces (prmkit JSONL or any importable format).",
+                                        callback=input_files)],
     out: Annotated[Path, typer.Argument(metavar="OUT", help="Scored traces (prmkit JSONL).")],
     model: ModelOpt = None,
     scorer: ScorerOpt = "model",
@@ -100,7 +103,8 @@ def score(
 
 
 def select(
-    inp: Annotated[Path, typer.Argument(metavar="IN", help="Scored traces, N per problem.")],
+    inp: Annotated[Path, typer.Argument(metavar="IN", help="Scored traces, N per problem.",
+                                        callback=input_files)],
     method: Annotated[str, typer.Option(
         "--method", "-m", help=f"Selection method: {names(SELECTORS)} (oracle: pass@N, a reference).")
     ] = "bon",
@@ -130,7 +134,8 @@ def search(
     scorer: ScorerOpt = "model",
     scorer_arg: ScorerArgOpt = None,
     env: Annotated[str | None, typer.Option(help="Built-in environment: arith.")] = None,
-    data: Annotated[Path | None, typer.Option(help="A dataset file of problems with reference answers.")] = None,
+    data: Annotated[Path | None, typer.Option(help="A dataset file of problems with reference answers.",
+                                              callback=input_files)] = None,
     data_format: Annotated[str | None, typer.Option("--data-format", help="Format of --data.")] = None,
     problems: Annotated[int, typer.Option(help="How many problems.")] = 20,
     start: Annotated[int, typer.Option(help="Index of the first problem.")] = 0,

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import itertools
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+
+from prmkit.cli._paths import input_file, utf8_file
+
+if TYPE_CHECKING:
+    from prmkit.train import TrainConfig
 
 app = typer.Typer(help="Train process (prm) and outcome (orm) reward models.", no_args_is_help=True)
 console = Console(stderr=True)
@@ -20,11 +27,28 @@ _PROCESSES_HELP = ("Train on this many CPU processes (DDP over gloo), started he
 def _run(kind: str, config: str | None, overrides: list[str] | None, num_processes: int) -> None:
     from prmkit.train import launch, load_config
 
+    if config is not None and Path(config).exists():  # else a shipped config's name
+        utf8_file(input_file(config))
     cfg = load_config(config, list(overrides or []), kind=kind)
+    _check_data(cfg)
     result = launch(cfg, num_processes, log=lambda msg: console.print(msg, highlight=False, soft_wrap=True))
     if result.eval:
         parts = ", ".join(f"{k} {v:.4f}" for k, v in result.eval.items() if isinstance(v, float))
         console.print(f"final eval: {parts}", highlight=False)
+
+
+def _check_data(cfg: TrainConfig) -> None:
+    """Read the trace files through once before training starts, as the trainer will: it reads them
+    only after loading the model (seconds to minutes), and a missing or malformed file should not
+    wait for that."""
+    from prmkit.data import read
+
+    for path in [*cfg.train, *cfg.eval]:
+        input_file(path)
+    train = itertools.chain.from_iterable(read(p, cfg.format) for p in cfg.train)
+    for _ in itertools.chain(itertools.islice(train, cfg.max_traces),
+                             *(read(p, cfg.format) for p in cfg.eval)):
+        pass
 
 
 @app.command()

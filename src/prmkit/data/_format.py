@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from prmkit._fields import Fields
-from prmkit._jsonio import ensure_parent, iter_json_records, open_text, write_jsonl_line
+from prmkit._jsonio import ensure_parent, iter_json_records, open_binary, open_text, write_jsonl_line
 from prmkit._registry import Registry
 from prmkit.data._export import ExportReport, LossCheck
 from prmkit.errors import FormatError, PrmkitError
@@ -349,5 +349,6 @@ def count_records(path: str | os.PathLike, fmt: str | None = None) -> int:
     fmt = fmt or detect_format(path)
     if FORMATS.load(fmt).container != "jsonl":
         return 0
-    with open_text(path) as f:
+    # Bytes, not text: a line that is not UTF-8 is the reader's to report, with its place.
+    with open_binary(path) as f:
         return sum(1 for line in f if line.strip())

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from prmkit._jsonio import decode_utf8
 from prmkit.errors import PrmkitError
 from prmkit.provenance import (
     GenerateProvenance,
@@ -421,7 +422,7 @@ def _read_model_dir(path: str | os.PathLike) -> TrainProvenance:
         raise PrmkitError(f"{folder}: no {RM_CONFIG}, so this is not a reward model prmkit saved; "
                           "describe it with overrides={'process_reward_model': ...} instead")
     try:
-        info = json.loads(cfg_file.read_text(encoding="utf-8"))
+        info = json.loads(decode_utf8(cfg_file.read_bytes(), cfg_file))
     except json.JSONDecodeError as e:
         raise PrmkitError(f"{cfg_file}: not valid JSON ({e})") from None
     if not isinstance(info, dict):

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from prmkit._jsonio import decode_utf8
 from prmkit.errors import FormatError, MissingDependencyError, PrmkitError
 from prmkit.eval._doc import _DASH, Inline, ReportDoc, _auto, _bad, _ci, _f3, _int, _num, _pct, _pp
 
@@ -783,8 +784,8 @@ def load_results(paths: Iterable[str | os.PathLike], *, warnings: list[str] | No
     for p in paths:
         where = str(p)
         try:
-            with open(p, encoding="utf-8") as f:
-                data = json.load(f)
+            with open(p, "rb") as f:
+                data = json.loads(decode_utf8(f.read(), where))  # located if not UTF-8; BOM skipped
         except json.JSONDecodeError as e:
             raise FormatError(f"not valid JSON ({e.msg}, column {e.colno})", path=where,
                               line=e.lineno) from None

@@ -9,7 +9,8 @@ An executor takes one :class:`~prmkit.policies.GenerationRequest` with its
 - ``process`` (a :class:`PolicySpec`, ``workers >= 1``; the default for a spec): a
   :class:`concurrent.futures.ProcessPoolExecutor` whose workers each build the policy once from its
   spec (a loaded model cannot be shipped to a worker; its name and arguments can). Workers start with
-  ``spawn``, which is safe whatever threads the parent runs.
+  ``spawn``, which is safe whatever threads the parent runs, and exit when the main process dies
+  (even by SIGKILL), so no worker outlives it.
 - ``ray`` (``ray_address``): ``workers`` Ray actors, each holding the policy built from its spec;
   ``ray.init(address=ray_address)`` joins the cluster (``"auto"``, ``"ray://host:10001"``, or
   ``"local"`` to start one here). Needs ``pip install "prmkit[ray]"``.
@@ -17,10 +18,15 @@ An executor takes one :class:`~prmkit.policies.GenerationRequest` with its
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import itertools
 import multiprocessing
+import os
 import pickle
+import signal
+import sys
+import threading
 import time
 from abc import ABC, abstractmethod
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -197,9 +203,42 @@ _WORKER_POLICY: Policy | None = None
 _WORKER_ERROR: str | None = None
 
 
-def _worker_init(spec: PolicySpec) -> None:
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Make this worker process end when ``parent`` (the process that made the pool) dies, however
+    it dies: a SIGKILL of the main process would otherwise leave the worker (and, through the pipe
+    the worker holds, the resource tracker) running with nobody to read its results.
+
+    On Linux the kernel sends SIGKILL on the parent's death (``PR_SET_PDEATHSIG``). It fires when the
+    parent *thread* that started the worker ends; the pool starts its workers from the thread that
+    first submits to it, in prmkit the thread that runs the labeling, which outlives the pool.
+    Elsewhere, or where prctl cannot be called, a daemon thread polls the parent's pid once a second.
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
+                if os.getppid() != parent:  # the parent died before the signal was armed
+                    os._exit(1)
+                return
+        except (OSError, AttributeError):
+            pass
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="prmkit-parent-watchdog", daemon=True).start()
+
+
+def _worker_init(spec: PolicySpec, parent: int | None = None) -> None:
     # An exception here would only break the pool ("terminated abruptly"); keep it to report.
     global _WORKER_POLICY, _WORKER_ERROR
+    if parent is not None:
+        _exit_with_parent(parent)
     try:
         _WORKER_POLICY = spec.build()
     except Exception as e:
@@ -238,7 +277,7 @@ class ProcessExecutor(Executor):
         self.spec = spec
         self.workers = workers
         self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                         initializer=_worker_init, initargs=(spec,))
+                                         initializer=_worker_init, initargs=(spec, os.getpid()))
         self._info: PolicyInfo | None = None
 
     def info(self) -> PolicyInfo:

@@ -54,10 +54,12 @@ def label_file(inp: str | os.PathLike, out: str | os.PathLike, labeler: RolloutL
     if store is None:
         store = default_store_path(out) if labeler.channels else ":memory:"
     own = not isinstance(store, LabelStore)
+    created = own and str(store) != ":memory:" and not Path(store).exists()
     st = store if isinstance(store, LabelStore) else LabelStore(store)
     report.store = None if st.path == ":memory:" else st.path
     partial = out.with_name(out.stem + ".partial" + out.suffix)  # keeps .gz last: same compression
     t0 = time.perf_counter()
+    discard_store = False
     try:
         traces = read(inp, fmt, skip_invalid=skip_invalid, report=import_report)
         with progress_bar(total, f"labeling ({labeler.name})", enabled=progress,
@@ -68,9 +70,22 @@ def label_file(inp: str | os.PathLike, out: str | os.PathLike, labeler: RolloutL
         os.replace(partial, out)
     except BaseException:
         partial.unlink(missing_ok=True)  # the store keeps the work; a rerun writes the output
+        # ...unless there is none: a run that failed before storing a rollout (say on a bad input
+        # line) leaves no store behind that it created.
+        discard_store = created and _holds_nothing(st)
         raise
     finally:
         report.wall_seconds += time.perf_counter() - t0
         if own:
             st.close()
+        if discard_store:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(f"{store}{suffix}").unlink(missing_ok=True)
     return report
+
+
+def _holds_nothing(store: LabelStore) -> bool:
+    try:
+        return store.count() == 0
+    except Exception:  # a store that cannot even be counted is kept; the original error goes on
+        return False

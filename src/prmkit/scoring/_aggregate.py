@@ -133,8 +133,15 @@ def agg_first_below(threshold: float = 0.5) -> Aggregator:
     0.5
     >>> agg_first_below(0.5)([0.1, 0.9]), agg_first_below(0.5)([0.6, 0.7])
     (0.0, 1.0)
+    >>> agg_first_below("abc")
+    Traceback (most recent call last):
+    ...
+    prmkit.errors.PrmkitError: first_below: the threshold is a number in [0, 1], got 'abc'
     """
-    threshold = float(threshold)
+    try:
+        threshold = float(threshold)
+    except (TypeError, ValueError):
+        raise PrmkitError(f"first_below: the threshold is a number in [0, 1], got {threshold!r}") from None
     if not 0.0 <= threshold <= 1.0:
         raise PrmkitError(f"first_below: threshold must lie in [0, 1], got {threshold}")
 
@@ -183,7 +190,7 @@ def get_aggregator(spec: str | Aggregator | Callable[[Sequence[float | None]], f
     factory = AGGREGATORS.load(name.strip())
     try:
         return factory(*args)
-    except TypeError as e:
+    except (TypeError, ValueError) as e:  # a plugin's factory given arguments it cannot take
         raise PrmkitError(f"aggregator {spec!r}: {e}") from None
 
 

@@ -1,0 +1,92 @@
+"""Input paths checked when the command line is parsed, before any model is loaded or any output
+opened: each one must exist, be a file (or the folder asked for), be readable and, for a file, not be
+empty. A failed check is one line naming the path (``in.jsonl: is a folder, not a file``).
+
+The checks are typer callbacks, so a command states them where it declares its arguments:
+``typer.Argument(callback=input_files)``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from prmkit.errors import FormatError, PrmkitError
+
+__all__ = ["input_file", "input_files", "model_folders", "input_folders", "utf8_file"]
+
+
+def _paths(value: Any) -> Iterable[Path]:
+    if value is None:
+        return []
+    return [Path(v) for v in value] if isinstance(value, (list, tuple)) else [Path(value)]
+
+
+def input_file(path: str | os.PathLike) -> Path:
+    """``path`` if it is a readable, non-empty file; else a :class:`PrmkitError` naming it.
+
+    >>> input_file("/nonexistent/in.jsonl")
+    Traceback (most recent call last):
+    ...
+    prmkit.errors.PrmkitError: /nonexistent/in.jsonl: no such file
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise PrmkitError(f"{p}: is a folder, not a file")
+    if not p.exists():
+        raise PrmkitError(f"{p}: no such file")
+    try:
+        with open(p, "rb"):
+            pass
+    except OSError as e:
+        raise PrmkitError(f"{p}: cannot be read ({e.strerror or e})") from None
+    # A pipe or device has no size to check; a regular file of 0 bytes holds no records, and taking
+    # it for an empty data set (exit 0) would hide a failed download or copy.
+    if p.is_file() and p.stat().st_size == 0:
+        raise PrmkitError(f"{p}: empty file (0 bytes)")
+    return p
+
+
+def input_files(value: Any) -> Any:
+    """Typer callback: every path given (one, a list, or None) passes :func:`input_file`."""
+    for p in _paths(value):
+        input_file(p)
+    return value
+
+
+def _folder(p: Path) -> None:
+    if not p.exists():
+        raise PrmkitError(f"{p}: no such folder")
+    if not p.is_dir():
+        raise PrmkitError(f"{p}: is a file, not a folder")
+    if not os.access(p, os.R_OK | os.X_OK):
+        raise PrmkitError(f"{p}: cannot be read (permission denied)")
+
+
+def input_folders(value: Any) -> Any:
+    """Typer callback: every path given must be a readable folder."""
+    for p in _paths(value):
+        _folder(p)
+    return value
+
+
+def model_folders(value: Any) -> Any:
+    """Typer callback for ``--model``: a path that exists must be a readable folder; one that does
+    not may still name a shipped model, which the scorer checks (before loading anything)."""
+    for p in _paths(value):
+        if p.exists():
+            _folder(p)
+    return value
+
+
+def utf8_file(path: str | os.PathLike) -> None:
+    """Raise a :class:`~prmkit.errors.FormatError` at the line and byte offset of the first bytes of
+    ``path`` that are not UTF-8 (for files read whole as text, such as a YAML config)."""
+    data = Path(path).read_bytes()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise FormatError(f"not UTF-8 (byte {data[e.start:e.start + 1]!r} at byte offset {e.start})",
+                          path=str(path), line=data.count(b"\n", 0, e.start) + 1) from None
