@@ -18,7 +18,8 @@ from typing import IO, Any
 
 from prmkit.errors import FormatError
 
-__all__ = ["iter_json_records", "decode_utf8", "open_text", "open_binary", "sniff_container"]
+__all__ = ["iter_json_records", "decode_utf8", "open_text", "open_binary", "sniff_container",
+           "replace_durably", "fsync_folder"]
 
 _decoder = json.JSONDecoder()
 
@@ -190,3 +191,36 @@ def write_jsonl_line(f: IO[str] | io.TextIOBase, obj: Any) -> None:
 
 def ensure_parent(path: str | os.PathLike) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
+
+
+def replace_durably(tmp: str | os.PathLike, out: str | os.PathLike) -> None:
+    """Rename the finished, closed file ``tmp`` over ``out``: the one way every writer publishes a file.
+
+    ``tmp``'s bytes are flushed to disk (fsync) before the rename, so after an operating-system crash
+    or power loss ``out`` is the old file or the complete new one, never a renamed file whose data
+    was still in the page cache (an empty or truncated file at the final name). On POSIX the folder
+    is flushed after, so the rename itself survives. A killed process needs neither: the rename is
+    what marks a file complete, and it happens only after the last byte was written.
+    """
+    # A write handle: Windows' fsync (_commit) refuses a read-only one.
+    fd = os.open(tmp, os.O_RDWR | getattr(os, "O_BINARY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, out)
+    if os.name == "posix":
+        fsync_folder(Path(out).parent)
+
+
+def fsync_folder(folder: str | os.PathLike) -> None:
+    """Flush a folder's entries (a rename, a new file) to disk; POSIX only, where a folder can be
+    opened. A file system that cannot flush a folder (some network and FUSE ones say EINVAL) is left
+    as it is: the file's own data was flushed, and nothing better can be done there."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

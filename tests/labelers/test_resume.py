@@ -88,11 +88,13 @@ def stored(path: Path) -> int:
 
 
 @pytest.mark.slow
-def test_sigkill_at_random_moments_loses_and_duplicates_nothing(tmp_path):
+def test_sigkill_at_random_moments_loses_nothing(tmp_path):
     """The labeling process (with its pool of 2 workers) is SIGKILLed four times, each time once a
     random number of rollouts is stored plus a random delay; a fifth run completes. 6 traces of 5
-    steps, k=3: exactly 6 * 4 * 3 = 72 rollouts must end up stored, once each, and the labels must
-    equal an uninterrupted run with the same seed."""
+    steps, k=3: exactly 6 * 4 * 3 = 72 rollouts must end up stored and the labels must equal an
+    uninterrupted run with the same seed. (The store's UNIQUE key makes a duplicate impossible, and
+    this test cannot tell a run that reuses the stored rollouts from one that makes them all again:
+    ``tests/test_cli_kills.py`` checks the reuse, and the disk right after each kill.)"""
     inp, out, store = tmp_path / "in.jsonl", tmp_path / "out.jsonl", tmp_path / "s.sqlite"
     write_traces(traces(), inp)
     script = tmp_path / "run_label.py"
@@ -121,11 +123,6 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(tmp_path):
     assert [code for code, _ in seen[:4]] == [-signal.SIGKILL] * 4, seen
     assert all(0 < n < total for _, n in seen[:4]), seen  # every kill landed mid-run
     assert seen[-1][1] == total
-    db = sqlite3.connect(store)
-    n, distinct = db.execute("SELECT COUNT(*), COUNT(DISTINCT trace_id || '/' || prefix_index || '/' "
-                             "|| rollout_index) FROM rollouts").fetchone()
-    db.close()
-    assert n == distinct == total
     assert not (tmp_path / "out.partial.jsonl").exists()
 
     ref_out, ref_store = tmp_path / "ref.jsonl", tmp_path / "ref.sqlite"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from prmkit._jsonio import replace_durably
 from prmkit.data._export import ExportReport
 from prmkit.data._format import ImportReport, detect_format, read, write
 from prmkit.data._hf import write_parquet
@@ -42,7 +43,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, src_format: str |
             n = write_parquet(traces, tmp, **(write_options or {}))
         else:
             n = write(traces, tmp, dst_format, losses=losses, strict=strict, **(write_options or {}))
-        os.replace(tmp, dst)
+        replace_durably(tmp, dst)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)

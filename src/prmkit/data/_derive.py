@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from prmkit._jsonio import replace_durably
 from prmkit.data._format import ImportReport, read
 from prmkit.data._inject import ERROR_TYPES, candidates
 from prmkit.data._reference import _decimal, _make_trace, _nearby, _Reference, _reference
@@ -317,7 +318,7 @@ def derive_file(inp: str | os.PathLike | Iterable[Problem | Trace], out: str | o
             for t in inject_errors(items, error_types=error_types, per_problem=per_problem,
                                    correct_fraction=correct_fraction, seed=seed, report=report):
                 w.write(t)
-        os.replace(partial, out)
+        replace_durably(partial, out)
     except BaseException:
         partial.unlink(missing_ok=True)
         raise

@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from prmkit._fields import Fields
-from prmkit._jsonio import ensure_parent, iter_json_records, open_binary, open_text, write_jsonl_line
+from prmkit._jsonio import (
+    ensure_parent,
+    iter_json_records,
+    open_binary,
+    open_text,
+    replace_durably,
+    write_jsonl_line,
+)
 from prmkit._registry import Registry
 from prmkit.data._export import ExportReport, LossCheck
 from prmkit.errors import FormatError, PrmkitError
@@ -62,9 +69,7 @@ class ImportReport:
             with open_text(tmp, "w") as f:
                 for row in self.skipped_rows():
                     write_jsonl_line(f, row)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
+            replace_durably(tmp, path)
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise

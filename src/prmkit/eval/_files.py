@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from prmkit._jsonio import replace_durably
 from prmkit.data import read
 from prmkit.errors import PrmkitError
 from prmkit.eval._card import card_from_provenance
@@ -186,5 +187,5 @@ def save_section(section: str, data: Mapping[str, Any], path: str | os.PathLike)
     body = dict(data) if not section else {section: data}
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(body, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    replace_durably(tmp, path)
     return path

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prmkit._jsonio import iter_json_records, open_text, write_jsonl_line
+from prmkit._jsonio import iter_json_records, open_text, replace_durably, write_jsonl_line
 from prmkit._progress import progress_bar
 from prmkit.data import answers_equal, extract_answer, get_splitter, read
 from prmkit.envs import PromptBuilder, SymbolicChecker
@@ -103,7 +103,7 @@ def _existing(path: Path, n: int) -> tuple[set[str], int]:
         with open_text(tmp, "w") as f:
             for obj in keep:
                 write_jsonl_line(f, obj)
-        os.replace(tmp, path)
+        replace_durably(tmp, path)
     return done, dropped
 
 

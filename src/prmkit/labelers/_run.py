@@ -13,6 +13,7 @@ import os
 import time
 from pathlib import Path
 
+from prmkit._jsonio import replace_durably
 from prmkit._progress import progress_bar
 from prmkit.data import ImportReport, count_records, detect_format, read
 from prmkit.errors import PrmkitError
@@ -67,7 +68,7 @@ def label_file(inp: str | os.PathLike, out: str | os.PathLike, labeler: RolloutL
             for trace in label_stream(labeler, traces, store=st, report=report, window=window):
                 w.write(trace)
                 advance(1)
-        os.replace(partial, out)
+        replace_durably(partial, out)
     except BaseException:
         partial.unlink(missing_ok=True)  # the store keeps the work; a rerun writes the output
         # ...unless there is none: a run that failed before storing a rollout (say on a bad input

@@ -14,6 +14,11 @@ resumed ``prmkit label`` run writes the labels an uninterrupted one would.
 served so far): a fixed script for code that makes one request after another, which a resumed run
 cannot repeat (:attr:`ScriptedPolicy.reproducible` is False).
 
+``delay`` (seconds per request, default 0) stands in for a slow backend, so a fault test can kill a
+run while it is under way (``prmkit label --policy scripted -p delay=0.05``); it changes no
+completion and is not part of :meth:`~ScriptedPolicy.describe`, so runs with and without it share
+their stored rollouts.
+
 >>> p = ScriptedPolicy(["2 + 2 = 4\\nThe answer is 4.", "2 + 2 = 5\\nThe answer is 5."])
 >>> out = p.generate([GenerationRequest([{"role": "user", "content": "2+2?"}])], SamplingParams(n=3))
 >>> [c.text.splitlines()[-1] for c in out[0]]
@@ -22,6 +27,7 @@ cannot repeat (:attr:`ScriptedPolicy.reproducible` is False).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -37,12 +43,13 @@ ORDERS = ("seed", "served")
 class ScriptedPolicy:
     """Replays scripted completions. ``completions`` is a list of strings or a callable
     ``(request, index) -> str``; ``order`` says what picks them (see the module docs): ``"seed"``
-    (the request's key and seed: resumable) or ``"served"`` (a counter across calls)."""
+    (the request's key and seed: resumable) or ``"served"`` (a counter across calls); ``delay``:
+    seconds of sleep per request (a slow backend, for fault tests)."""
 
     name = "scripted"
 
     def __init__(self, completions: Sequence[str] | Callable[[GenerationRequest, int], str],
-                 model_id: str = "scripted", *, order: str = "seed") -> None:
+                 model_id: str = "scripted", *, order: str = "seed", delay: float = 0.0) -> None:
         if not callable(completions) and not completions:
             raise PrmkitError("scripted policy needs at least one completion")
         if order not in ORDERS:
@@ -50,6 +57,7 @@ class ScriptedPolicy:
         self.completions = completions
         self.model_id = model_id
         self.order = order
+        self.delay = float(delay)
         #: Completions handed out so far (every call, either order).
         self.served = 0
         self.requests: list[GenerationRequest] = []
@@ -74,6 +82,8 @@ class ScriptedPolicy:
         out = []
         for req in requests:
             self.requests.append(req)
+            if self.delay > 0:
+                time.sleep(self.delay)
             row = []
             for k in range(params.n):
                 text, stopped = apply_stop(self._pick(req, params, k), params.stop)

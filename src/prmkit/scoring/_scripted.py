@@ -8,6 +8,8 @@ Scores come from
 - a callable ``fn(trace) -> list[float | None]``.
 
 Every call is recorded in ``calls`` (the traces' step texts), so tests can check what was scored.
+``delay`` (seconds per trace, default 0) stands in for a slow model, so a fault test can kill
+``prmkit score --scorer scripted -s delay=0.05`` while it writes; it changes no score.
 
 >>> from prmkit.trace import Problem, Step, Trace
 >>> s = ScriptedScorer({"1 + 1 = 2": 0.9, "The answer is 2.": 0.8})
@@ -20,6 +22,7 @@ Every call is recorded in ``calls`` (the traces' step texts), so tests can check
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -32,11 +35,12 @@ ScoreList = list[float | None]
 
 
 class ScriptedScorer:
-    """Replays scripted scores (see the module docs). ``kind`` is ``"prm"`` or ``"orm"``."""
+    """Replays scripted scores (see the module docs). ``kind`` is ``"prm"`` or ``"orm"``; ``delay``:
+    seconds of sleep per trace scored (a slow model, for fault tests)."""
 
     def __init__(self, scores: Mapping[str, float | None] | Sequence[Sequence[float | None]]
                  | Callable[[Trace], Sequence[float | None]], *, kind: str = "prm",
-                 name: str = "scripted", default: float | None = None) -> None:
+                 name: str = "scripted", default: float | None = None, delay: float = 0.0) -> None:
         if kind not in ("prm", "orm"):
             raise PrmkitError(f"kind must be 'prm' or 'orm', got {kind!r}")
         if not callable(scores) and not isinstance(scores, Mapping) and not scores:
@@ -45,6 +49,7 @@ class ScriptedScorer:
         self.kind = kind
         self.name = name
         self.default = default
+        self.delay = float(delay)
         self.served = 0
         #: The step texts of every trace scored, one list per ``score`` call.
         self.calls: list[list[list[str]]] = []
@@ -66,6 +71,8 @@ class ScriptedScorer:
         self.calls.append([[s.text for s in t.steps] for t in traces])
         out = []
         for t in traces:
+            if self.delay > 0:
+                time.sleep(self.delay)
             s = self._one(t)
             if self.kind == "orm" and len(s) != 1:
                 raise PrmkitError(f"scripted ORM: trace {t.id!r} got {len(s)} scores, not one")

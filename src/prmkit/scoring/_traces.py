@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from prmkit._jsonio import replace_durably
 from prmkit._progress import progress_bar
 from prmkit.data import ImportReport, count_records, read
 from prmkit.errors import PrmkitError
@@ -205,7 +206,7 @@ def score_file(inp: str | os.PathLike, out: str | os.PathLike, scorer: StepScore
                     w.write(t)
                 report.traces += len(batch)
                 advance(len(batch))
-        os.replace(partial, out)
+        replace_durably(partial, out)
     except BaseException:
         partial.unlink(missing_ok=True)
         raise

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from prmkit._jsonio import replace_durably
 from prmkit.data import read
 from prmkit.envs import ArithConfig, PromptBuilder
 from prmkit.errors import PrmkitError
@@ -112,7 +113,7 @@ def select_file(inp: str | os.PathLike, *, method: str = "bon", aggregate: str =
                     t.meta["selection"] = s.to_dict()
                     t.add_provenance(SelectProvenance(method, aggregate=s.aggregate, key=key))
                     w.write(t)
-            os.replace(partial, out)
+            replace_durably(partial, out)
         except BaseException:
             partial.unlink(missing_ok=True)
             raise
@@ -172,7 +173,7 @@ def search_file(out: str | os.PathLike, problems: list[Problem], policy: Policy,
                 report.right += bool(ok)
                 report.generated_tokens += r.generated_tokens
                 report.scored_tokens += r.scored_tokens
-        os.replace(partial, out)
+        replace_durably(partial, out)
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
