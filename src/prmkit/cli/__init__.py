@@ -19,6 +19,7 @@ from typing import Annotated
 
 import typer
 
+from prmkit.cli._cache import app as cache_app
 from prmkit.cli._data import app as data_app
 from prmkit.cli._demo import demo as demo_cmd
 from prmkit.cli._eval import app as eval_app
@@ -51,6 +52,7 @@ app.command(name="search")(search_cmd)
 app.add_typer(train_app, name="train")
 app.add_typer(eval_app, name="eval")
 app.command(name="report")(report_cmd)
+app.add_typer(cache_app, name="cache")
 
 
 def _print_version(value: bool) -> None:

@@ -95,7 +95,7 @@ def convert(
     first wrong step) drops it: what was dropped is printed per field with its count (every record
     is read back to check), and --strict refuses instead.
 
-    Example: prmkit data convert processbench/gsm8k.json pb.jsonl --to trl_stepwise
+    Example: prmkit data convert ../shared/data/processbench/gsm8k.json pb.jsonl --to trl_stepwise
     """
     from prmkit.data import ExportReport
 
@@ -154,7 +154,7 @@ def stats(
 ) -> None:
     """Traces, steps per trace, label distribution and the first-error histogram.
 
-    Example: prmkit data stats processbench/math.json
+    Example: prmkit data stats ../shared/data/processbench/math.json
     """
     from prmkit.data import compute_stats
 
@@ -295,7 +295,7 @@ def derive(
     Labels by construction (source "synthetic", each naming its error type); later steps continue
     from the wrong value. A problem without a usable reference is skipped and counted.
 
-    Example: prmkit data derive gsm8k/train.jsonl derived.jsonl --per-problem 3 --seed 0
+    Example: prmkit data derive ../shared/data/gsm8k/train.jsonl derived.jsonl --per-problem 3 --seed 0
     Example: prmkit data derive --env arith --problems 400 --steps 2-5 --distractors 1 --env-seed 101 out.jsonl
     """
     from prmkit.data import derive_file

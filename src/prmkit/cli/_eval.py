@@ -91,7 +91,7 @@ def processbench(
 ) -> None:
     """ProcessBench: accuracy on erroneous and on error-free samples, their F1, and the mean F1.
 
-    Example: prmkit eval processbench ../shared/data/processbench/gsm8k.json --model runs/demo/prm
+    Example: prmkit eval processbench ../shared/data/processbench/gsm8k.json --model runs/demo/prm --json pb.json
     """
     from prmkit.eval import processbench_files
 
@@ -151,7 +151,7 @@ def bon(
     """Best-of-N curves (PRM with each aggregator, ORM, majority, weighted, random, pass@N) with
     bootstrap 95% intervals, and step metrics (AUROC, F1, calibration) where steps carry labels.
 
-    Example: prmkit eval bon scored.jsonl --json runs/bon.json
+    Example: prmkit eval bon scored.jsonl --json bon.json
     """
     from prmkit.eval import bon_file
 
@@ -197,7 +197,7 @@ def probes(
 ) -> None:
     """Failure-mode probes: process collapse, verifier gaming, length bias, domain transfer.
 
-    Example: prmkit eval probes runs/demo/heldout.jsonl --model runs/demo/prm --transfer-gsm8k gsm8k/test.jsonl
+    Example: prmkit eval probes runs/demo/heldout.jsonl --model runs/demo/prm --transfer-gsm8k ../shared/data/gsm8k/test.jsonl --json probes.json
     """
     from prmkit.eval import probes_file
 

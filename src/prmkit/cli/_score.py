@@ -85,7 +85,7 @@ def score(
 ) -> None:
     """Score every step of every trace in IN and write them to OUT.
 
-    Example: prmkit score --model out/prm traces.jsonl scored.jsonl --aggregate min
+    Example: prmkit score --model runs/prm traces.jsonl scored.jsonl --aggregate min
     A PRM's step scores go to step.scores[KEY] and the trace score to meta.scores["KEY:AGGREGATE"];
     an ORM's to meta.scores[KEY]. Traces that cannot be scored are written unchanged and listed.
     """
@@ -168,7 +168,7 @@ def search(
 ) -> None:
     """Search for a solution to each problem, step by step, guided by a PRM.
 
-    Example: prmkit search --env arith --problems 20 --method dvts -n 16 --m 4 --model out/prm -o found.jsonl
+    Example: prmkit search --env arith --problems 20 --method dvts -n 16 --m 4 --model runs/prm -o found.jsonl
     Prints the accuracy and the tokens generated and scored per problem (compare methods at equal
     compute); every answer trace records its search in meta.search.
     """

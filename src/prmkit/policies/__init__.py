@@ -17,6 +17,7 @@ from prmkit.policies._base import (
     load_policy,
     register_policy,
 )
+from prmkit.policies._cache import CACHE_KINDS, CacheEntry, cache_entries, clear_cache
 from prmkit.policies._hf import cache_dir, default_policy_model, gguf_cache_dir, load_causal_lm
 from prmkit.policies._openai_compat import (
     PolicyConnectionError,
@@ -30,4 +31,5 @@ from prmkit.policies._scripted import ScriptedPolicy
 __all__ = ["POLICIES", "Completion", "GenerationRequest", "Policy", "SamplingParams", "apply_stop",
            "default_backend", "derive_seed", "get_policy", "register_policy", "ScriptedPolicy", "PolicyServerError",
            "PolicyConnectionError", "PolicyTimeoutError", "PolicyHTTPError", "PolicyResponseError", "load_policy",
-           "cache_dir", "default_policy_model", "gguf_cache_dir", "load_causal_lm"]
+           "cache_dir", "default_policy_model", "gguf_cache_dir", "load_causal_lm",
+           "CACHE_KINDS", "CacheEntry", "cache_entries", "clear_cache"]

@@ -1,0 +1,454 @@
+"""Every command in README.md and every example in a command's ``--help`` runs as written (issue 15,
+item 12), on small inputs.
+
+**What runs.** Every ```` ```bash ````, ```` ```sh ```` and ```` ```console ```` block of README.md (in a
+console block, the lines after ``$ ``) and every ```` ```python ```` block; and every example line of a
+command's help (``Example: prmkit ...``, ``On 2 CPU processes: prmkit ...``). A shell line (a line ending
+in a backslash goes on) is one test case; a ``NAME=value`` line sets ``$NAME`` for the lines after it.
+A plain ``prmkit ...`` line runs in this process (``prmkit.cli.main``, ``*`` patterns expanded as a
+shell would); anything else runs under bash with this Python's ``bin`` first on ``PATH``. A Python
+block runs as a doctest if it holds ``>>>``, else it is executed. A line's own comment ``# exits N``
+gives the exit status it must end with (else 0).
+
+**Where.** The lines of one README block run in order in one scratch folder, a fresh copy of the
+fixture set; the --help examples share one copy, in the order of the command tree. The fixture set
+(made once, by prmkit's own commands): ``traces.jsonl`` (24 arith traces with labels by construction,
+``prmkit data derive --env arith``: 6 problems, 4 traces each), ``runs/arith.jsonl`` (2 of them), a tiny
+PRM in ``runs/prm`` and ``runs/demo/prm`` and a tiny ORM in ``runs/demo/orm`` (``prmkit train --config
+tiny``, standing in for the demo's), ``scored.jsonl`` (traces.jsonl scored by the PRM) and
+``runs/demo/heldout.jsonl`` (scored by both, as the demo's is). ``../shared/data`` is the public data
+folder where it is present (lines reading it carry the ``realdata`` marker and skip with a message where
+it is absent), with ProcessBench's two JSON files cut to their first 20 erroneous and first 20
+error-free samples: scoring them whole takes minutes.
+
+**Markers.** HTML comments, not rendered, right before a README block:
+
+- ``<!-- readme-test: skip: REASON -->``: the block is not run; pytest shows the reason;
+- ``<!-- readme-test: skip "TEXT": REASON -->``: its lines containing TEXT are not run;
+- ``<!-- readme-test: append "TEXT": ARGS -->``: its lines containing TEXT run with ARGS appended, a
+  small-size override (an option given twice takes its last value);
+- ``<!-- readme-test: no-fixtures -->``: the block runs in a folder without the fixture files (its
+  lines make their own);
+- ``<!-- readme-test: env NAME=VALUE -->``: its lines run with this environment variable (a relative
+  path is inside the scratch folder).
+
+The --help examples take the same ``skip`` / ``append`` / ``env`` controls from :data:`HELP_CONTROLS`. A line
+whose input file would be made by a line above it that did not run is skipped, saying so. A marker or control that
+matches nothing fails :func:`test_markers_and_controls_match`, so none outlives its line. A new
+unmarked line that fails fails the test.
+"""
+
+from __future__ import annotations
+
+import doctest
+import glob
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+
+#: The --help examples' controls: a piece of the example -> ("skip", reason), ("append", args) or
+#: ("env", "NAME=VALUE").
+HELP_CONTROLS: dict[str, tuple[str, str]] = {
+    "prmkit demo": ("skip", "the whole pipeline (minutes); tests/test_demo.py runs it at a small size"),
+    "data derive ../shared/data/gsm8k/train.jsonl": (
+        "skip", "derives from all 7,473 GSM8K training problems (about 2 minutes on 2 cores); the "
+        "--env arith example runs the same command at a small size"),
+    "data derive --env arith": ("append", "--problems 4"),
+    "prmkit generate": ("skip", "the README's first generate line runs this command (SmolLM2, small size)"),
+    "prmkit policy sft": ("skip", "fine-tunes SmolLM2-135M with LoRA (about 25 minutes on 2 cores)"),
+    "prmkit label": ("skip", "SmolLM2 rollouts for 24 traces take minutes; the README's label line runs "
+                             "the same command on 2 traces"),
+    "prmkit search": ("append", "--problems 1 -n 4 --m 2 --max-depth 2 --step-tokens 16"),
+    "--num-processes 2": ("skip", "the README's training block runs this line"),
+    "accelerate launch": ("skip", "needs 8 GPUs"),
+    "eval prmbench": ("append", "--limit 8"),
+    "prmkit cache clear": ("env", "PRMKIT_CACHE=cache"),  # not the cache the other lines use
+}
+
+_FENCE = re.compile(r"^```(\w*)\s*$")
+_MARKER = re.compile(r"^<!--\s*readme-test:\s*(.*?)\s*-->\s*$")
+_DIRECTIVE = re.compile(r'(skip|append)(?:\s+"([^"]+)")?:\s*(.+)|(no-fixtures)|env (\w+=\S*)')
+_ASSIGN = re.compile(r"^([A-Za-z_]\w*)=(\S*)\s*(#.*)?$")
+_EXITS = re.compile(r"#\s*exits (\d+)\b")
+_EXAMPLE = re.compile(r"^\s*(?:Example|On [^:]+):\s+((?:prmkit|accelerate|python)\b.*?)\s*$")
+
+
+@dataclass
+class Case:
+    """One shell line or Python block to run."""
+
+    group: str            # its README block ("README.md:57") or "help"
+    where: str            # README.md:LINE or "prmkit data stats --help"
+    text: str             # the line as written (variables expanded), or the Python source
+    kind: str = "shell"   # shell | python
+    skip: str | None = None
+    append: str = ""
+    exits: int = 0
+    fixtures: bool = True
+    env: dict[str, str] = field(default_factory=dict)  # set while it runs
+    earlier: list[str] = field(default_factory=list)  # the lines above it in its group
+
+    @property
+    def realdata(self) -> bool:
+        return "../shared/data" in self.text
+
+    def id(self) -> str:
+        words = self.text.split("\n")[0][:60]
+        return f"{self.where} {words}"
+
+
+def _logical_lines(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """Join backslash continuations; drop blank and comment-only lines."""
+    out, buf, start = [], "", 0
+    for no, line in lines:
+        if not buf:
+            start = no
+        if line.rstrip().endswith("\\"):
+            buf += line.rstrip()[:-1] + " "
+            continue
+        buf += line
+        if buf.strip() and not buf.strip().startswith("#"):
+            out.append((start, buf.strip()))
+        buf = ""
+    return out
+
+
+def _directives(markers: list[tuple[int, str]], problems: list[str]) -> list[tuple[str, str | None, str]]:
+    out = []
+    for no, body in markers:
+        m = _DIRECTIVE.fullmatch(body)
+        if not m:
+            problems.append(f"README.md:{no}: not a readme-test marker: {body!r}")
+            continue
+        if m.group(4):
+            out.append(("no-fixtures", None, ""))
+        elif m.group(5):
+            out.append(("env", None, m.group(5)))
+        else:
+            out.append((m.group(1), m.group(2), m.group(3)))
+    return out
+
+
+def _readme_cases() -> tuple[list[Case], list[str]]:
+    """The README's cases, and the problems found with its markers."""
+    cases: list[Case] = []
+    problems: list[str] = []
+    lines = README.read_text().splitlines()
+    markers: list[tuple[int, str]] = []
+    i = 0
+    while i < len(lines):
+        no, line = i + 1, lines[i]
+        if m := _MARKER.match(line):
+            markers.append((no, m.group(1)))
+            i += 1
+            continue
+        fence = _FENCE.match(line)
+        if not fence:
+            if line.strip() and markers:
+                problems.append(f"README.md:{markers[0][0]}: a readme-test marker not right before a code block")
+                markers = []
+            i += 1
+            continue
+        lang = fence.group(1)
+        j = i + 1
+        while j < len(lines) and not lines[j].startswith("```"):
+            j += 1
+        body = [(k + 1, lines[k]) for k in range(i + 1, j)]
+        directives = _directives(markers, problems)
+        markers = []
+        i = j + 1
+        group = f"README.md:{no}"
+        if lang not in ("bash", "sh", "console", "python"):
+            if directives:
+                problems.append(f"{group}: readme-test markers on a {lang or 'plain'} block, which is not run")
+            continue
+        block_skip = next((r for k, t, r in directives if k == "skip" and t is None), None)
+        fixtures = not any(k == "no-fixtures" for k, _, _ in directives)
+        env = dict(arg.split("=", 1) for k, _, arg in directives if k == "env")
+        if lang == "python":
+            text = "\n".join(ln for _, ln in body)
+            cases.append(Case(group, f"README.md:{no + 1}", text, "python", skip=block_skip, fixtures=fixtures,
+                              env=env))
+            continue
+        if lang == "console":
+            body = [(k, ln[2:]) for k, ln in body if ln.startswith("$ ")]
+        vars_: dict[str, str] = {}
+        block_cases = []
+        for k, text in _logical_lines(body):
+            if (a := _ASSIGN.match(text.strip())):
+                vars_[a.group(1)] = a.group(2)
+                continue
+            expanded = re.sub(r"\$\{?([A-Za-z_]\w*)\}?",
+                              lambda m, v=vars_: v.get(m.group(1), m.group(0)), text)
+            case = Case(group, f"README.md:{k}", expanded, skip=block_skip, fixtures=fixtures, env=env)
+            if (e := _EXITS.search(text)):
+                case.exits = int(e.group(1))
+            for kind, target, arg in directives:
+                if target is not None and target in text:
+                    if kind == "skip":
+                        case.skip = case.skip or arg
+                    elif kind == "append":
+                        case.append = arg
+            block_cases.append(case)
+        for kind, target, _ in directives:
+            if target is not None and not any(target in c.text for c in block_cases):
+                problems.append(f"{group}: the marker {kind} {target!r} matches no line of its block")
+        for n, case in enumerate(block_cases):
+            case.earlier = [c.text for c in block_cases[:n]]
+        cases += block_cases
+    if markers:
+        problems.append(f"README.md:{markers[0][0]}: a readme-test marker at the end of the file")
+    return cases, problems
+
+
+def _help_cases() -> tuple[list[Case], list[str]]:
+    """The --help examples of every command, in the order of the command tree, and unused controls."""
+    import typer
+
+    from prmkit.cli import app
+
+    cases = []
+
+    def walk(cmd, path):
+        for line in (cmd.help or "").splitlines():
+            if (m := _EXAMPLE.match(line)):
+                text = re.sub(r"\s{2,}\(.*\)$", "", m.group(1))  # "  (then open ...)": a remark
+                cases.append(Case("help", f"{' '.join(path)} --help", text))
+        for name, sub in getattr(cmd, "commands", {}).items():
+            walk(sub, [*path, name])
+
+    walk(typer.main.get_command(app), ["prmkit"])
+    # The report reads what the eval examples write: it goes last (a stable sort keeps the rest).
+    cases.sort(key=lambda c: c.where == "prmkit report --help")
+    used = set()
+    for case in cases:
+        for target, (kind, arg) in HELP_CONTROLS.items():
+            if target in case.text:
+                used.add(target)
+                if kind == "skip":
+                    case.skip = case.skip or arg
+                elif kind == "env":
+                    name, value = arg.split("=", 1)
+                    case.env[name] = value
+                else:
+                    case.append = arg
+    problems = [f"HELP_CONTROLS[{t!r}] matches no --help example" for t in HELP_CONTROLS if t not in used]
+    for n, case in enumerate(cases):
+        case.earlier = [c.text for c in cases[:n]]
+    return cases, problems
+
+
+README_CASES, README_PROBLEMS = _readme_cases()
+HELP_CASES, HELP_PROBLEMS = _help_cases()
+
+
+def test_markers_and_controls_match():
+    assert not README_PROBLEMS + HELP_PROBLEMS, "\n".join(README_PROBLEMS + HELP_PROBLEMS)
+    assert len(README_CASES) > 20 and len(HELP_CASES) > 15  # the extraction found them
+
+
+# ---------------------------------------------------------------------------------------------------
+# The fixture set and the scratch folders
+
+
+def _public_data() -> Path | None:
+    env = os.environ.get("PRMKIT_SHARED_DATA")
+    path = Path(env) if env else REPO.parent / "shared" / "data"
+    return path if (path / "INDEX.md").exists() else None
+
+
+def _prmkit(*argv: str) -> None:
+    from prmkit.cli import main
+
+    try:
+        main(list(argv))
+    except SystemExit as e:
+        assert not e.code, f"fixture command failed: prmkit {' '.join(argv)}"
+
+
+def _mirror(data: Path, out: Path) -> None:
+    """``out`` as the public data folder: links to its files, ProcessBench's JSON files cut short."""
+    for src in data.rglob("*"):
+        if src.is_dir():
+            continue
+        dst = out / src.relative_to(data)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.parent.name == "processbench" and src.suffix == ".json":
+            rows = json.loads(src.read_text())
+            wrong = [r for r in rows if r.get("label", -1) != -1][:20]
+            right = [r for r in rows if r.get("label", -1) == -1][:20]
+            dst.write_text(json.dumps(wrong + right))
+        else:
+            dst.symlink_to(src)
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    """The fixture set (see the module docs): ``ROOT/work`` (where lines run) and ``ROOT/shared/data``."""
+    root = tmp_path_factory.mktemp("readme")
+    work = root / "work"
+    work.mkdir()
+    if (data := _public_data()) is not None:
+        _mirror(data, root / "shared" / "data")
+    old = Path.cwd()
+    os.chdir(work)
+    try:
+        _prmkit("data", "derive", "--env", "arith", "--problems", "6", "--start", "100", "--per-problem", "3",
+                "--correct-fraction", "1", "--seed", "0", "traces.jsonl")
+        _prmkit("data", "derive", "--env", "arith", "--problems", "1", "--start", "200", "--per-problem", "1",
+                "--correct-fraction", "1", "--seed", "0", "runs/arith.jsonl")
+        # max_length 2048 (characters, for the tiny backbone): a GSM8K problem and its first step fit, as
+        # they do in the demo's PRM (512 tokens).
+        _prmkit("train", "prm", "--config", "tiny", "train=[traces.jsonl]", "max_length=2048", "output_dir=runs/prm")
+        _prmkit("train", "orm", "--config", "tiny", "train=[traces.jsonl]", "max_length=2048",
+                "output_dir=runs/demo/orm")
+        shutil.copytree("runs/prm", "runs/demo/prm")
+        _prmkit("score", "--model", "runs/prm", "traces.jsonl", "scored.jsonl")
+        _prmkit("score", "--model", "runs/demo/orm", "scored.jsonl", "runs/demo/heldout.jsonl")
+    finally:
+        os.chdir(old)
+    return root
+
+
+_FOLDERS: dict[str, Path] = {}
+
+
+def _folder(case: Case, template: Path, tmp_path_factory) -> Path:
+    """The scratch folder of the case's group (made on its first line): the cwd to run in."""
+    if case.group not in _FOLDERS:
+        root = tmp_path_factory.mktemp("run")
+        shutil.copytree(template, root, symlinks=True, dirs_exist_ok=True)
+        if not case.fixtures:
+            shutil.rmtree(root / "work")
+            (root / "work").mkdir()
+        _FOLDERS[case.group] = root / "work"
+    return _FOLDERS[case.group]
+
+
+def _argv(text: str) -> list[str] | None:
+    """The arguments of a plain ``prmkit`` line, or None when it needs a shell."""
+    if "$" in text or "`" in text:
+        return None
+    lex = shlex.shlex(text, posix=True, punctuation_chars=True)
+    lex.whitespace_split, lex.commenters = True, "#"
+    tokens = list(lex)
+    if not tokens or tokens[0] != "prmkit" or any(t and set(t) <= set("|&;<>()") for t in tokens):
+        return None
+    out = []
+    for t in tokens[1:]:
+        found = sorted(glob.glob(t)) if ("*" in t or "?" in t) else []
+        out += found or [t]
+    return out
+
+
+def _run_shell(case: Case, cwd: Path, capfd) -> tuple[int, str]:
+    text = case.text + (f" {case.append}" if case.append else "")
+    argv = _argv(case.text)
+    if argv is not None:
+        from prmkit.cli import main
+
+        argv += shlex.split(case.append)
+        old = Path.cwd()
+        os.chdir(cwd)
+        try:
+            main(argv)
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        finally:
+            os.chdir(old)
+        out = capfd.readouterr()
+        return code, out.out + out.err
+    # A comment would swallow the appended arguments: they go before it.
+    command = text if not case.append else _strip_comment(case.text) + f" {case.append}"
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    proc = subprocess.run(["bash", "-e", "-c", command], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=600)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def _strip_comment(text: str) -> str:
+    lex = shlex.shlex(text, posix=True)
+    lex.whitespace_split, lex.commenters = True, "#"
+    return shlex.join(list(lex))
+
+
+_PASSED: dict[str, set[str]] = {}  # group -> the lines that ran and passed in this session
+
+
+def _check_inputs(case: Case, cwd: Path) -> None:
+    """Skip a line whose input file is missing and would have been made by a line above it that did
+    not run (marked not to run, realdata without the data, or not selected)."""
+    for token in shlex.split(case.text, comments=True)[1:]:
+        token = token.split("=", 1)[-1].strip("[]")
+        if (token.startswith("-") or not re.search(r"[./]", token) or (cwd / token).exists()
+                or glob.glob(str(cwd / token))):
+            continue
+        for line in case.earlier:
+            if line not in _PASSED.get(case.group, set()) and token in shlex.split(line, comments=True):
+                pytest.skip(f"its input {token} is made by a line that did not run: {line[:80]}")
+
+
+def _run(case: Case, template, tmp_path_factory, capfd, request) -> None:
+    _run_case(case, template, tmp_path_factory, capfd, request)
+    _PASSED.setdefault(case.group, set()).add(case.text)
+
+
+def _run_case(case: Case, template, tmp_path_factory, capfd, request) -> None:
+    if case.skip:
+        pytest.skip(f"not run: {case.skip}")
+    if case.realdata:
+        request.getfixturevalue("shared_data")  # skips, saying so, where the public data is absent
+    cwd = _folder(case, template, tmp_path_factory)
+    monkeypatch = request.getfixturevalue("monkeypatch")
+    for name, value in case.env.items():
+        monkeypatch.setenv(name, value)
+    if case.kind == "python":
+        old = Path.cwd()
+        os.chdir(cwd)
+        try:
+            if ">>>" in case.text:
+                test = doctest.DocTestParser().get_doctest(case.text, {}, case.where, str(README), 0)
+                runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+                runner.run(test)
+                assert not runner.failures, f"{case.where}: {runner.failures} doctest failures"
+            else:
+                exec(compile(case.text, case.where, "exec"), {"__name__": "__readme__"})
+        finally:
+            os.chdir(old)
+        return
+    _check_inputs(case, cwd)
+    code, output = _run_shell(case, cwd, capfd)
+    tail = "\n".join(output.splitlines()[-30:])
+    assert code == case.exits, (f"{case.where}: `{case.text}`"
+                                + (f" (with {case.append})" if case.append else "")
+                                + f" exited {code}, expected {case.exits}:\n{tail}")
+
+
+def _params(cases: list[Case]) -> list:
+    return [pytest.param(c, id=c.id(), marks=[pytest.mark.realdata] if c.realdata else [])
+            for c in cases]
+
+
+@pytest.mark.parametrize("case", _params(README_CASES))
+def test_readme(case, template, tmp_path_factory, capfd, request):
+    _run(case, template, tmp_path_factory, capfd, request)
+
+
+@pytest.mark.parametrize("case", _params(HELP_CASES))
+def test_help_example(case, template, tmp_path_factory, capfd, request):
+    _run(case, template, tmp_path_factory, capfd, request)
