@@ -34,7 +34,6 @@ def demo(
     import dataclasses
 
     from prmkit.demo import DEMO_PRESETS, run_demo
-
     from prmkit.errors import PrmkitError
 
     if quick and preset not in (None, "quick"):

@@ -30,10 +30,10 @@ from prmkit.scoring._aggregate import (
     register_aggregator,
     trace_score,
 )
+from prmkit.scoring._likelihood import LikelihoodScorer
 from prmkit.scoring._prefix import PrefixCachingScorer, ScoringStats
 from prmkit.scoring._protocol import StepScorer
 from prmkit.scoring._scorers import SCORERS, get_scorer, load_scorer, model_scorer, register_scorer
-from prmkit.scoring._likelihood import LikelihoodScorer
 from prmkit.scoring._scripted import ScriptedScorer
 from prmkit.scoring._traces import (
     ScoreReport,
