@@ -84,7 +84,7 @@ def _default_backend() -> str:
 #: ``full`` fits 15 minutes on 2 CPU cores; ``quick`` 3 minutes (CI runs it); ``verdict`` samples 128
 #: held-out problems x 16 in the shipped pair's own setting (2-5 operations, a distractor), enough for
 #: a 95% interval of PRM − majority about ±8 points — the number of problems, not of samples, sets its
-#: width — at the cost of an hour on 2 cores (sampling 2,240 solutions is most of it).
+#: width — at the cost of half an hour on 2 cores (sampling 2,240 solutions is most of it).
 DEMO_PRESETS: dict[str, DemoConfig] = {
     "full": DemoConfig(),
     "verdict": DemoConfig(heldout_problems=128, arith_steps="2-5", distractors=1),
