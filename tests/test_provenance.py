@@ -278,4 +278,5 @@ def test_reward_model_folder_and_score_entries(tmp_path, monkeypatch):
     card = card_from_provenance([t], model_dirs=[tmp_path / "prm"])
     assert card["base_model"].value == "tiny = tiny test backbone (random init) (PRM backbone)"
     assert card["process_reward_model"].value == (
-        f"prmkit-prm:tiny (at {tmp_path / 'prm'}; convention prmkit; trained on t.jsonl; label source symbolic)")
+        "prmkit-prm:tiny (at prm; convention prmkit; trained on t.jsonl; label source symbolic)")
+    assert str(tmp_path) not in card["process_reward_model"].value  # no absolute path of this machine
