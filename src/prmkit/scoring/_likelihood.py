@@ -9,7 +9,7 @@ or ``mean`` (per-token) — and the step's score is ``exp`` of it, a number in (
 Why it is here: it is the baseline a trained PRM has to beat besides outcome checking and voting. An
 arithmetic slip such as ``72 - 15 = 49`` is a token the LM did not expect after ``72 - 15 =``; on real
 SmolLM2 samples the log-probability of a step's *result* separates slips from right results with a
-step AUROC of 0.96 (172 steps). Reduced over all of a step's tokens the signal is noisier: best-of-16
+step AUROC of 0.967 (172 steps, ``benchmarks/result_surprise.py``). Reduced over all of a step's tokens the signal is noisier: best-of-16
 on 64 held-out ``arith`` problems (``reduce="min"``) picked a right answer for 26.6% with the trace's
 minimum step score and 37.7% with its mean, against 34.4% for majority vote (``reduce="mean"``: 17.3%
 and 29.8%; ``benchmarks/verifier.py --likelihood`` measures it).
