@@ -165,6 +165,15 @@ def typed_trace() -> Trace:
     return t
 
 
+def test_an_absolute_adapter_path_shows_its_name_alone(tmp_path):
+    t = Trace(id="z", problem=Problem("2+2?"), steps=[Step("2+2=4")])
+    adapter = tmp_path / "site-packages" / "prmkit" / "assets" / "policy-smollm2-arith"
+    t.add_provenance(GenerateProvenance("ct2", policy=PolicyRef("ct2", "smol", adapter=str(adapter))))
+    card = card_from_provenance([t])
+    assert card["policy_model"].value == "smol + adapter policy-smollm2-arith (ct2)"
+    assert str(tmp_path) not in json.dumps(card.to_dict())
+
+
 def test_fields_present_only_through_typed_entries(tmp_path):
     path = tmp_path / "typed.jsonl"
     path.write_text(json.dumps(typed_trace().to_dict()) + "\n")

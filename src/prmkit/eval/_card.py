@@ -190,8 +190,8 @@ def _model_of(policy: PolicyRef | None) -> str | None:
     if policy is None or not policy.model:
         return None
     text = policy.model
-    if policy.adapter:
-        text += f" + adapter {policy.adapter}"
+    if policy.adapter:  # an absolute path (an installed package's asset, say) shows its name alone
+        text += f" + adapter {_shown(policy.adapter, None)}"
     return f"{text} ({policy.backend})" if policy.backend and policy.backend != policy.model else text
 
 
