@@ -149,13 +149,6 @@ def _read(path: Path) -> list:
     return list(read_traces(path))
 
 
-def _model_dir(name: str) -> str:
-    """The folder a verdict model loads from: a shipped model's merged cache, else the path itself."""
-    from prmkit.models import SHIPPED_MODELS, shipped_model_folder
-
-    return shipped_model_folder(name) if name in SHIPPED_MODELS else name
-
-
 def _mc_subset(train: list, size: int) -> list:
     """The traces that also get Monte Carlo labels: alternately one with a symbolic error and one
     without, then the rest in order, ``size`` in all."""
@@ -251,7 +244,7 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
         orm = (RewardModel.from_pretrained(cfg.verdict_orm, precision=cfg.score_precision)
                if cfg.verdict_orm is not None else None)
         live_keys = ("live_prm", "live_orm")
-        model_dirs = [Path(_model_dir(name)) for name in (cfg.verdict_prm, cfg.verdict_orm) if name]
+        model_dirs = [Path(m.folder) for m in (prm, orm) if m is not None and m.folder]
 
     # 5. Score the held-out traces with each pair (and every aggregator of the PRM's step scores).
     with stages.timed("score held-out traces (PRM and ORM)"):

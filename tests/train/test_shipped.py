@@ -61,6 +61,7 @@ def test_default_scores_like_the_trained_folder(trained, shipped, marker_files):
     want = RewardModel.from_pretrained(str(trained)).score(held)
     rm = RewardModel.from_pretrained("default")
     assert rm.kind == "prm"
+    assert rm.folder == str(_shipped.merged_cache_folder("default"))  # the merged cache, not the name
     for a, b in zip(rm.score(held), want, strict=True):
         assert a == pytest.approx(b, abs=1e-5)
     # Merged once: the cached folder is reused (not rewritten) by the next load.

@@ -134,6 +134,9 @@ class RewardModel:
         self.kind = kind
         self.max_length = max_length
         self.name = name or getattr(getattr(model, "config", None), "_name_or_path", None) or "reward-model"
+        #: The folder (or hub id) :meth:`from_pretrained` read (a shipped model's merged cache for ``"default"``);
+        #: None for a model built in memory.
+        self.folder: str | None = None
         self.verdict_ids: tuple[int, int] | None = None
         if self.convention.head == "lm_token":
             self.verdict_ids = (self._single_token(self.convention.bad), self._single_token(self.convention.good))
@@ -171,8 +174,10 @@ class RewardModel:
         max_length = max_length or saved.get("max_length")
         model, tok = _load(path, conv, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
                            allow_pickle=allow_pickle)
-        return cls(model, tok, convention=conv, kind=kind, max_length=max_length, name=saved.get("name", path),
-                   precision=precision, long=long)
+        rm = cls(model, tok, convention=conv, kind=kind, max_length=max_length, name=saved.get("name", path),
+                 precision=precision, long=long)
+        rm.folder = str(path)
+        return rm
 
     @classmethod
     def from_backbone(cls, backbone: str, *, convention: Convention | str | dict | None = None,
