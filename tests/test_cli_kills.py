@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 from hypothesis import Phase, example, given, settings
 from hypothesis import strategies as st
+from store_probe import stored_rollouts
 
 from prmkit.data import scan
 from prmkit.labelers import LabelStore
@@ -146,20 +147,6 @@ def store_rows(path: Path) -> set[tuple]:
     return rows
 
 
-def stored_now(path: Path) -> int:
-    """Rollouts committed so far, read while the run writes (0 before the store exists)."""
-    if not path.exists():
-        return 0
-    try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
-        try:
-            return db.execute("SELECT COUNT(*) FROM rollouts").fetchone()[0]
-        finally:
-            db.close()
-    except sqlite3.Error:
-        return 0
-
-
 @pytest.fixture(scope="module")
 def label_ref(tmp_path_factory):
     """An uninterrupted run: its input, output traces and stored rollouts."""
@@ -185,7 +172,7 @@ def test_label_killed_at_any_moment_leaves_a_consistent_disk_and_resumes_exactly
 
     proc = prmkit("label", inp, out, *args)
     deadline = time.monotonic() + 60
-    while proc.poll() is None and stored_now(store) < after and time.monotonic() < deadline:
+    while proc.poll() is None and stored_rollouts(store) < after and time.monotonic() < deadline:
         time.sleep(0.01)
     time.sleep(extra)
     kill(proc, group=group)

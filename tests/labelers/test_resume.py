@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from labeler_fakes import RulePolicy, comparable, make_trace
+from store_probe import stored_rollouts
 
 from prmkit.labelers import LabelStore, PolicySpec, get_labeler, label_file
 from prmkit.trace import read_traces, write_traces
@@ -76,17 +76,6 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def stored(path: Path) -> int:
-    try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
-        try:
-            return db.execute("SELECT COUNT(*) FROM rollouts").fetchone()[0]
-        finally:
-            db.close()
-    except sqlite3.Error:
-        return 0
-
-
 @pytest.mark.slow
 def test_sigkill_at_random_moments_loses_nothing(tmp_path):
     """The labeling process (with its pool of 2 workers) is SIGKILLed four times, each time once a
@@ -107,16 +96,16 @@ def test_sigkill_at_random_moments_loses_nothing(tmp_path):
                                  str(store), "2"], start_new_session=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         if attempt < 4:
-            before = stored(store)
+            before = stored_rollouts(store)
             target = min(total - 1, before + rng.randint(4, 16))
             deadline = time.monotonic() + 60
-            while proc.poll() is None and stored(store) < target and time.monotonic() < deadline:
+            while proc.poll() is None and stored_rollouts(store) < target and time.monotonic() < deadline:
                 time.sleep(0.005)
             time.sleep(rng.uniform(0, 0.05))
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)  # the run and its worker processes
         output = proc.communicate(timeout=120)[0].decode()
-        seen.append((proc.returncode, stored(store)))
+        seen.append((proc.returncode, stored_rollouts(store)))
         if attempt == 4:
             assert proc.returncode == 0, output
     print("exit codes and stored rollouts after each run:", seen)
