@@ -137,16 +137,16 @@ def main(argv: list[str] | None = None) -> int:
 
         lik = [BonMethod("likelihood (min)", "bon", "likelihood", "min"),
                BonMethod("likelihood weighted (min)", "weighted", "likelihood", "min")]
-        pairs = [("PRM (min)", "likelihood (min)"), ("likelihood (min)", "majority"),
-                 ("likelihood weighted (min)", "majority")]
+        pairs = [("likelihood (min)", "majority"), ("likelihood weighted (min)", "majority")]
+        if "PRM (min)" in names:
+            pairs.insert(0, ("PRM (min)", "likelihood (min)"))
         lc = bon_curves(traces, default_methods(traces) + lik, bootstrap=args.bootstrap, seed=args.seed,
-                        comparisons=[(a, b) for a, b in pairs if a in names or a.startswith("likelihood")])
+                        comparisons=pairs)
         for m in lik:
             print(f"  {m.name:22s} {_pct(lc.acc[m.name][j])} [{_pct(lc.lo[m.name][j])}, "
                   f"{_pct(lc.hi[m.name][j])}]  (training-free: the default policy's token log-probs)")
         for a, b in pairs:
-            if a in names or a.startswith("likelihood"):
-                print(f"  {a} − {b}: {_pts(lc.compare(a, b, n))}")
+            print(f"  {a} − {b}: {_pts(lc.compare(a, b, n))}")
         lm = step_metrics_for(traces, key="likelihood", label_source="symbolic").to_dict()
         print(f"  likelihood step AUROC vs symbolic labels: {lm['auroc']:.3f}; within-problem AUROC "
               f"{_within_problem_auroc(traces, 'likelihood:min')[0]:.3f}")

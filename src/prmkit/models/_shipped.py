@@ -100,9 +100,7 @@ def _cast_tensors(path: Path, dtype: str) -> None:
     import torch
     from safetensors.torch import load_file, save_file
 
-    target = {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(dtype)
-    if target is None:
-        raise PrmkitError(f"dtype must be bfloat16 or float16, got {dtype!r}")
+    target = {"bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
     tensors = {k: (v.to(target) if v.is_floating_point() else v) for k, v in load_file(str(path)).items()}
     save_file(tensors, str(path), metadata={"format": "pt"})
 
@@ -116,6 +114,8 @@ def export_shipped(trained: str | os.PathLike, asset: str | os.PathLike, *, note
     precision — half the bytes in the package; the merge casts them back to the base's dtype, so
     scores move by the rounding of the adapter weights (the shipped models are evaluated as exported).
     None copies them as trained."""
+    if dtype not in (None, "bfloat16", "float16"):  # before anything is written
+        raise PrmkitError(f"dtype must be bfloat16 or float16, got {dtype!r}")
     trained, asset = Path(trained), Path(asset)
     adapter = trained / "adapter"
     if not all((adapter / f).is_file() for f in _ADAPTER_FILES):
