@@ -183,7 +183,9 @@ def test_label_killed_at_any_moment_leaves_a_consistent_disk_and_resumes_exactly
     assert before <= ref_rows, "the store holds rollouts an uninterrupted run does not make"
     reap_group(proc.pid)
 
-    finish(prmkit("label", inp, out, *args, "--report", rep))
+    # --overwrite: a kill that landed after the rename left a complete OUT, which a rerun without it
+    # refuses; it keeps the store, so the rerun still reuses every rollout stored.
+    finish(prmkit("label", inp, out, *args, "--report", rep, "--overwrite"))
     report = json.loads(rep.read_text())
     assert (report["reused"], report["generated"]) == (len(before), len(ref_rows) - len(before)), (
         f"{len(before)} rollouts were stored before the kill")
@@ -215,7 +217,7 @@ def kill_while_writing(command: list, out: Path, *, old: bytes | None, extra: fl
                        expected: list, n: int) -> None:
     if old is not None:
         out.write_bytes(old)
-    proc = prmkit(*command)
+    proc = prmkit(*command, "--overwrite")  # over an existing OUT (old) too: the replace is on trial
     wait_for_writing(proc, out, out.stat() if old is not None else None)
     time.sleep(extra)
     kill(proc, group=group)

@@ -64,7 +64,8 @@ def test_past_20_skipped_records_are_counted_and_all_written_beside_out(tmp_path
                        "reason": "expected string, got integer"}
     assert not Path(f"{side}.partial").exists()
     # A later run of the same OUT that skips fewer leaves no stale list of the earlier one.
-    code, _, _ = run(["data", "convert", with_bad_rows(tmp_path, 1), out, "--skip-invalid"], capsys)
+    code, _, _ = run(["data", "convert", with_bad_rows(tmp_path, 1), out, "--skip-invalid",
+                      "--overwrite"], capsys)
     assert code == 0 and not side.exists()
 
 
@@ -100,7 +101,7 @@ def test_strict_refuses_a_lossy_export_and_leaves_dst_alone(tmp_path, capsys):
     out = tmp_path / "pb.jsonl"
     out.write_text("old\n")
     code, _, err = run(["data", "convert", FIXTURES / "processbench" / "mini.json", out,
-                        "--to", "trl_stepwise", "--strict"], capsys)
+                        "--to", "trl_stepwise", "--strict", "--overwrite"], capsys)
     assert code == 1
     assert err.startswith("error: trace mini-0: trl_stepwise cannot hold everything it has (it would "
                           "drop label details 3, id 1, outcome 1, meta.processbench 1)")

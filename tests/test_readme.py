@@ -319,6 +319,9 @@ def template(tmp_path_factory):
         shutil.copytree("runs/prm", "runs/demo/prm")
         _prmkit("score", "--model", "runs/prm", "traces.jsonl", "scored.jsonl")
         _prmkit("score", "--model", "runs/demo/orm", "scored.jsonl", "runs/demo/heldout.jsonl")
+        # scored.jsonl is what the README's (and the help's) score line writes: an existing OUT is
+        # refused without --overwrite, so the line makes it as a reader's run would.
+        os.remove("scored.jsonl")
     finally:
         os.chdir(old)
     return root

@@ -46,7 +46,11 @@ def test_mc_writes_labels_and_a_store_beside_out_then_resumes(tmp_path, inp):
         assert st.count() == 3 * 2 * 2
     report = json.loads((tmp_path / "r.json").read_text())
     assert (report["generated"], report["rollouts"]) == (12, 12)
-    run(inp, out, "--method", "mc", "-k", "2", *RULE, "--no-progress", "--report", tmp_path / "r.json")
+    # A finished OUT is replaced only with --overwrite, which keeps the store: every rollout reused.
+    refused = CliRunner().invoke(app, ["label", *map(str, (inp, out, "--method", "mc", "-k", "2", *RULE))])
+    assert refused.exit_code == 1 and "already exists; pass --overwrite" in str(refused.exception)
+    run(inp, out, "--method", "mc", "-k", "2", *RULE, "--no-progress", "--report", tmp_path / "r.json",
+        "--overwrite")
     report = json.loads((tmp_path / "r.json").read_text())
     assert (report["generated"], report["reused"]) == (0, 12)
 
@@ -74,6 +78,7 @@ def test_options_reach_the_labeler_and_errors_are_one_line(tmp_path, inp):
     assert t.labels("mc_hard") == [None] * 3 and t.labels("mc_soft")[0] is not None
     from prmkit.errors import PrmkitError
 
+    out = tmp_path / "new.jsonl"  # an existing OUT would be refused first
     with pytest.raises(PrmkitError, match=r"unknown labeler 'oracle'; known: advantage, binary, "
                                           r"consensus, judge, mc, symbolic$"):
         CliRunner().invoke(app, ["label", str(inp), str(out), "--method", "oracle"],

@@ -11,8 +11,8 @@ from rich.console import Console
 from rich.table import Table
 
 from prmkit.cli._help import names
-from prmkit.cli._options import DistractorsOpt, EnvSeedOpt, MaxOperandOpt, OpsOpt, StepsOpt
-from prmkit.cli._paths import input_file, input_files
+from prmkit.cli._options import DistractorsOpt, EnvSeedOpt, MaxOperandOpt, OpsOpt, OverwriteOpt, StepsOpt
+from prmkit.cli._paths import input_file, input_files, output_file
 from prmkit.data import ERROR_TYPES, FORMATS, ImportReport, detect_format, read
 from prmkit.data import convert as convert_file
 from prmkit.errors import PrmkitError
@@ -88,6 +88,7 @@ def convert(
     strict: Annotated[bool, typer.Option(
         help="Refuse a lossy conversion: fail (DST untouched) at the first trace the output format "
              "cannot hold whole, instead of dropping what does not fit and listing it.")] = False,
+    overwrite: OverwriteOpt = False,
 ) -> None:
     """Convert a trace file from one format to another, streaming.
 
@@ -99,6 +100,7 @@ def convert(
     """
     from prmkit.data import ExportReport
 
+    output_file(dst, overwrite)
     report, losses = ImportReport(), ExportReport()
     n = convert_file(src, dst, src_format=from_, dst_format=to, skip_invalid=skip_invalid, report=report,
                      read_options=parse_options(option), write_options=parse_options(write_option),
@@ -289,6 +291,7 @@ def derive(
     max_operand: MaxOperandOpt = 20,
     distractors: DistractorsOpt = 0,
     env_seed: EnvSeedOpt = 0,
+    overwrite: OverwriteOpt = False,
 ) -> None:
     """Inject errors into reference solutions: wrong traces whose first wrong step is known.
 
@@ -306,7 +309,8 @@ def derive(
     inp = paths[0]
     if not env:
         input_file(inp)
-    else:
+    output_file(paths[-1], overwrite)
+    if env:
         from prmkit.generate import load_problems
 
         inp = load_problems(env=env, n=problems, start=start, steps=steps, ops=ops, max_operand=max_operand,

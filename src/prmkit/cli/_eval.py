@@ -14,7 +14,8 @@ import typer
 from rich.console import Console
 
 from prmkit.cli._help import check_probes, probe_help
-from prmkit.cli._paths import input_files, input_folders
+from prmkit.cli._options import OverwriteOpt
+from prmkit.cli._paths import input_files, input_folders, output_file, output_folder
 from prmkit.cli._score import (
     AggregateOpt,
     AllowPickleOpt,
@@ -88,6 +89,7 @@ def processbench(
     batch_size: BatchOpt = 8,
     json_out: JsonOpt = None,
     allow_pickle: AllowPickleOpt = False,
+    overwrite: OverwriteOpt = False,
 ) -> None:
     """ProcessBench: accuracy on erroneous and on error-free samples, their F1, and the mean F1.
 
@@ -95,6 +97,7 @@ def processbench(
     """
     from prmkit.eval import processbench_files
 
+    output_file(json_out, overwrite)
     prm = _prm(model, scorer, scorer_arg, batch_size, allow_pickle)
     result, skipped = processbench_files(files, prm, key=key,
                                          threshold=threshold, tune_on=tune_on, cross_split=cross_split,
@@ -120,6 +123,7 @@ def prmbench(
     batch_size: BatchOpt = 8,
     json_out: JsonOpt = None,
     allow_pickle: AllowPickleOpt = False,
+    overwrite: OverwriteOpt = False,
 ) -> None:
     """PRMBench: PRMScore (mean of the F1 of correct and of wrong steps) per error class and overall.
 
@@ -127,6 +131,7 @@ def prmbench(
     """
     from prmkit.eval import prmbench_files
 
+    output_file(json_out, overwrite)
     prm = _prm(model, scorer, scorer_arg, batch_size, allow_pickle)
     result, skipped = prmbench_files(files, prm, key=key,
                                      threshold=threshold, out_of_range=out_of_range, limit=limit)
@@ -147,6 +152,7 @@ def bon(
     bootstrap: Annotated[int, typer.Option(help="Bootstrap replicates for the 95% intervals.")] = 1000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
     json_out: JsonOpt = None,
+    overwrite: OverwriteOpt = False,
 ) -> None:
     """Best-of-N curves (PRM with each aggregator, ORM, majority, weighted, random, pass@N) with
     bootstrap 95% intervals, and step metrics (AUROC, F1, calibration) where steps carry labels.
@@ -155,6 +161,7 @@ def bon(
     """
     from prmkit.eval import bon_file
 
+    output_file(json_out, overwrite)
     result, sections = bon_file(inp, prm_key=prm_key, orm_key=orm_key, label_source=label_source,
                         threshold=threshold, bootstrap=bootstrap, seed=seed)
     _echo(result.curves.lines())
@@ -194,6 +201,7 @@ def probes(
     seed: Annotated[int, typer.Option(help="Seed of the perturbations.")] = 0,
     json_out: JsonOpt = None,
     allow_pickle: AllowPickleOpt = False,
+    overwrite: OverwriteOpt = False,
 ) -> None:
     """Failure-mode probes: process collapse, verifier gaming, length bias, domain transfer.
 
@@ -201,6 +209,7 @@ def probes(
     """
     from prmkit.eval import probes_file
 
+    output_file(json_out, overwrite)
     sc = _prm(model, scorer, scorer_arg, batch_size, allow_pickle)
     res, skipped = probes_file(inp, sc, label_source=label_source, transfer=transfer or [],
                                transfer_gsm8k=transfer_gsm8k, transfer_limit=transfer_limit,
@@ -229,6 +238,7 @@ def report(
         "--card", help="FIELD=VALUE for what provenance cannot know (e.g. deployment_monitor=none). "
                        "Repeatable.")] = None,
     title: Annotated[str | None, typer.Option(help="Report title.")] = None,
+    overwrite: OverwriteOpt = False,
 ) -> None:
     """Merge evaluation results into report.md, a self-contained report.html and report.json.
 
@@ -236,6 +246,7 @@ def report(
     """
     from prmkit.eval import parse_card_overrides, report_files
 
+    output_folder(out, overwrite, ("report.md", "report.html", "report.json"))
     paths, warnings = report_files(results, out, traces=traces or [], model_dirs=model_dir or [],
                                    card=parse_card_overrides(card or []), title=title)
     for w in warnings:

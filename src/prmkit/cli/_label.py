@@ -7,7 +7,6 @@ shared options below go to the ones whose ``__init__`` takes them (:func:`prmkit
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -16,7 +15,8 @@ from rich.console import Console
 
 from prmkit.cli._data import parse_options, print_skipped
 from prmkit.cli._help import names, policy_help
-from prmkit.cli._paths import input_files
+from prmkit.cli._options import OverwriteOpt
+from prmkit.cli._paths import input_files, output_file
 from prmkit.data import FORMATS
 from prmkit.labelers import LABELERS
 
@@ -72,19 +72,26 @@ def label(
     report_json: Annotated[Path | None, typer.Option(
         "--report", help="Also write the run report as JSON here.")] = None,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
+    overwrite: OverwriteOpt = False,
 ) -> None:
     """Label every step of the traces in IN and write them to OUT.
 
     Example: prmkit label --method binary -k 8 --max-rollouts 64 traces.jsonl labelled.jsonl
     Rollouts are committed to the label store as they complete: rerun the same command after an
     interrupt and only the missing rollouts are made; with a batch-invariant policy (hf, or ct2 with
-    -p batch_invariant=true) the labels are the same as an uninterrupted run. A labeler takes the
+    -p batch_invariant=true) the labels are the same as an uninterrupted run. An interrupted run
+    leaves no OUT, so a rerun is never refused; a finished OUT is replaced only with --overwrite
+    (which keeps the store: delete it too to make new rollouts). A labeler takes the
     shared options its arguments name and keeps its own defaults for those left out; options it
     does not take are ignored, so one command line serves every method.
     """
     from prmkit.data import ImportReport
     from prmkit.labelers import build_labeler, label_file
 
+    # An interrupted run has no OUT yet (it writes OUT's .partial and renames at the end), so a
+    # resume is never refused; an existing OUT is a finished run.
+    output_file(out, overwrite)
+    output_file(report_json, overwrite)
     options = {"policy": policy, "policy_args": parse_options(policy_arg), "judge_policy": judge_policy,
                "judge_args": parse_options(judge_arg), "k": k, "max_rollouts": max_rollouts,
                "after_error": after_error, "retries": retries, "max_new_tokens": max_new_tokens,
@@ -114,4 +121,6 @@ def label(
     for issue in report.issues[:10]:
         console.print(f"[yellow]issue[/] {issue}", highlight=False, soft_wrap=True)
     if report_json is not None:
-        report_json.write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+        from prmkit.eval import save_section
+
+        save_section("", report.to_dict(), report_json)

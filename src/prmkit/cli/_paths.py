@@ -15,7 +15,8 @@ from typing import Any
 
 from prmkit.errors import FormatError, PrmkitError
 
-__all__ = ["input_file", "input_files", "model_folders", "input_folders", "utf8_file"]
+__all__ = ["input_file", "input_files", "model_folders", "input_folders", "utf8_file", "output_file",
+           "output_folder"]
 
 
 def _paths(value: Any) -> Iterable[Path]:
@@ -90,3 +91,42 @@ def utf8_file(path: str | os.PathLike) -> None:
     except UnicodeDecodeError as e:
         raise FormatError(f"not UTF-8 (byte {data[e.start:e.start + 1]!r} at byte offset {e.start})",
                           path=str(path), line=data.count(b"\n", 0, e.start) + 1) from None
+
+
+def output_file(path: str | os.PathLike | None, overwrite: bool, flag: str = "--overwrite") -> None:
+    """Refuse an output ``path`` that exists unless ``overwrite`` (the command's ``flag``) says so.
+
+    Called first thing in a writer command's body, after the input checks and before any model
+    loads, so a mistyped OUT never costs a finished result. The writers write a temporary file and
+    rename it, so a refused run (or a failing one) leaves the old OUT as it was.
+
+    >>> output_file("/", overwrite=False)
+    Traceback (most recent call last):
+    ...
+    prmkit.errors.PrmkitError: /: is a folder, not a file
+    """
+    if path is None:
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise PrmkitError(f"{p}: is a folder, not a file")
+    if p.exists() and not overwrite:
+        raise PrmkitError(f"{p}: already exists; pass {flag} to replace it")
+
+
+def output_folder(path: str | os.PathLike | None, overwrite: bool, names: Iterable[str] = (),
+                  flag: str = "--overwrite") -> None:
+    """Refuse an output folder that already holds one of ``names`` (any entry when ``names`` is
+    empty) unless ``overwrite`` (the command's ``flag``) says so; a file at ``path`` is refused."""
+    if path is None:
+        return
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise PrmkitError(f"{p}: is a file, not a folder")
+    if not p.is_dir() or overwrite:
+        return
+    names = list(names)
+    found = [n for n in names if (p / n).exists()] if names else sorted(c.name for c in p.iterdir())
+    if found:
+        raise PrmkitError(f"{p}: already holds {', '.join(found[:3])}"
+                          f"{' …' if len(found) > 3 else ''}; pass {flag} to replace it")

@@ -9,6 +9,9 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from prmkit.cli._options import OverwriteOpt
+from prmkit.cli._paths import output_folder
+
 app = typer.Typer(help="Prepare policies (generation models).", no_args_is_help=True)
 console = Console()
 
@@ -27,6 +30,7 @@ def sft(
     batch_size: Annotated[int, typer.Option(help="Examples per optimiser step.")] = 8,
     lora_r: Annotated[int, typer.Option(help="LoRA rank.")] = 16,
     seed: Annotated[int, typer.Option(help="Seed of the training problems and of training.")] = 100_000,
+    overwrite: OverwriteOpt = False,
 ) -> None:
     """Fine-tune the policy with TRL's SFTTrainer and a LoRA adapter on arith reference solutions.
 
@@ -36,6 +40,7 @@ def sft(
     from prmkit.errors import PrmkitError
     from prmkit.train import PolicySFTConfig, sft_policy
 
+    output_folder(output_dir, overwrite)
     lo, _, hi = steps.partition("-")
     try:
         step_range = (int(lo), int(hi or lo))

@@ -18,8 +18,8 @@ from rich.console import Console
 
 from prmkit.cli._data import parse_options, print_skipped
 from prmkit.cli._help import check_aggregator, names, policy_help
-from prmkit.cli._options import EnvSeedOpt, MaxOperandOpt, OpsOpt, StepsOpt
-from prmkit.cli._paths import input_files, model_folders
+from prmkit.cli._options import EnvSeedOpt, MaxOperandOpt, OpsOpt, OverwriteOpt, StepsOpt
+from prmkit.cli._paths import input_files, model_folders, output_file
 from prmkit.data import FORMATS
 from prmkit.scoring import AGGREGATORS, SCORERS
 from prmkit.search import SEARCHES, SELECTORS
@@ -82,6 +82,7 @@ def score(
         "--skip-invalid", help="Skip malformed input records instead of failing (each listed with "
         "its place, id and reason; past 20, counted and written to OUT.skipped.jsonl).")] = False,
     allow_pickle: AllowPickleOpt = False,
+    overwrite: OverwriteOpt = False,
 ) -> None:
     """Score every step of every trace in IN and write them to OUT.
 
@@ -91,6 +92,7 @@ def score(
     """
     from prmkit.scoring import score_file
 
+    output_file(out, overwrite)
     report = score_file(inp, out, load_scorer_opts(model, scorer, scorer_arg, batch_size, allow_pickle),
                         key=key,
                         aggregate=aggregate, chunk=chunk, fmt=from_format, skip_invalid=skip_invalid)
@@ -114,6 +116,7 @@ def select(
     out: Annotated[Path | None, typer.Option(
         "--out", "-o", help="Write the chosen trace of every problem here (prmkit JSONL).")] = None,
     from_format: FromOpt = None,
+    overwrite: OverwriteOpt = False,
 ) -> None:
     """Choose one trace per problem and print the accuracy of the choices.
 
@@ -123,6 +126,7 @@ def select(
     """
     from prmkit.search import select_file
 
+    output_file(out, overwrite)
     _say(select_file(inp, method=method, aggregate=aggregate, key=key, out=out, fmt=from_format).lines())
 
 
@@ -165,6 +169,7 @@ def search(
         help="Worked examples in the prompt (default: 0 for the tuned default policy, else 2).")] = None,
     batch_size: Annotated[int, typer.Option(help="Scorer (and hf policy) sequences per batch.")] = 8,
     allow_pickle: AllowPickleOpt = False,
+    overwrite: OverwriteOpt = False,
 ) -> None:
     """Search for a solution to each problem, step by step, guided by a PRM.
 
@@ -176,6 +181,7 @@ def search(
     from prmkit.policies import load_policy
     from prmkit.search import search_file
 
+    output_file(out, overwrite)
     items, cfg = load_problems(env=env, data=data, data_format=data_format, n=problems, start=start,
                                steps=steps, ops=ops, max_operand=max_operand, env_seed=env_seed)
     report = search_file(out, items, load_policy(policy, parse_options(policy_arg), batch_size=batch_size),
