@@ -86,6 +86,7 @@ COMMANDS = {
     "eval probes --transfer-gsm8k": lambda p, o: ["eval", "probes", o.parent / "good.jsonl",
                                                   "--transfer-gsm8k", p, "--scorer", "scripted",
                                                   "-s", "scores={}", "--json", o],
+    "demo --transfer-data": lambda p, o: ["demo", "--quick", "--transfer-data", p, "-o", o],
     "report": lambda p, o: ["report", p, "-o", o],
     "report --traces": lambda p, o: ["report", o.parent / "good.json", "--traces", p, "-o", o],
 }

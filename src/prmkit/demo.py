@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from prmkit._jsonio import replace_durably
 from prmkit.errors import PrmkitError
 
 __all__ = ["DemoConfig", "DEMO_PRESETS", "run_demo"]
@@ -100,7 +101,15 @@ def _say(msg: str) -> None:
 
 
 class _Stages:
-    """Run folder bookkeeping: the settings file, a marker per finished stage, and stage times."""
+    """Run folder bookkeeping: the settings file, a marker per finished stage, and stage times.
+
+    Times are kept in ``demo_times.json`` as each stage finishes, so the report of a resumed run
+    counts every run of the folder: ``seconds()`` is the earlier runs' wall time (each up to its
+    last finished stage; an interrupted stage's time is lost with it) plus this run's, and
+    ``times`` holds each stage's time from the run that last ran it.
+    """
+
+    clock = staticmethod(time.perf_counter)
 
     def __init__(self, out: Path, cfg: DemoConfig, overwrite: bool) -> None:
         self.out = out
@@ -117,7 +126,15 @@ class _Stages:
                                   f"use --overwrite to start afresh, or another --out")
         else:
             settings.write_text(json.dumps(want, indent=2) + "\n")
-        self.times: dict[str, float] = {}
+        self.times_file = out / "demo_times.json"
+        saved = json.loads(self.times_file.read_text()) if self.times_file.exists() else {}
+        self.times: dict[str, float] = dict(saved.get("stage_seconds", {}))
+        self.earlier = float(saved.get("seconds", 0.0))
+        self.start = self.clock()
+
+    def seconds(self) -> float:
+        """Wall time of every run of this folder so far (see the class docs)."""
+        return round(self.earlier + self.clock() - self.start, 1)
 
     def done(self, name: str) -> bool:
         return (self.out / f".done-{name}").exists()
@@ -127,10 +144,13 @@ class _Stages:
 
     @contextmanager
     def timed(self, title: str) -> Iterator[None]:
-        t0 = time.perf_counter()
+        t0 = self.clock()
         _say(f"[bold]demo[/] {title} …")
         yield
-        self.times[title] = round(time.perf_counter() - t0, 1)
+        self.times[title] = round(self.clock() - t0, 1)
+        tmp = self.times_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"seconds": self.seconds(), "stage_seconds": self.times}, indent=2) + "\n")
+        replace_durably(tmp, self.times_file)
         _say(f"[bold]demo[/] {title} done in {self.times[title]:.0f} s")
 
 
@@ -184,7 +204,8 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
 
     if cfg.transfer_data is not None and not Path(cfg.transfer_data).is_file():
         raise PrmkitError(f"{cfg.transfer_data}: no such file (transfer_data)")
-    t_start = time.perf_counter()
+    if cfg.transfer_data is not None:  # read it now: a bad file must fail before minutes of sampling
+        gsm8k_derived_traces(cfg.transfer_data, limit=cfg.transfer_traces // 2, seed=cfg.seed)
     out = Path(out)
     stages = _Stages(out, cfg, overwrite)
     torch.manual_seed(cfg.seed)
@@ -306,7 +327,7 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
     results["meta"] = {
         "title": "prmkit demo — process vs outcome supervision on the embedded default",
         "command": command, "created": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "seconds": round(time.perf_counter() - t_start, 1), "stage_seconds": stages.times,
+        "seconds": stages.seconds(), "stage_seconds": stages.times,
         "data": {"env": "arith", "env_config": dataclasses.asdict(env_cfg),
                  "train_traces": len(train_traces), "heldout_traces": len(heldout),
                  "transfer": cfg.transfer_data or "arith-shifted (derived)"},

@@ -9,6 +9,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from prmkit.cli._paths import input_files
+
 console = Console()
 
 
@@ -23,7 +25,8 @@ def demo(
         "--out", "-o", help="Run folder (default runs/demo, or runs/demo-quick with --quick).")] = None,
     transfer_data: Annotated[Path | None, typer.Option(
         help="A GSM8K JSONL file: the domain-transfer probe evaluates the PRM on traces derived from "
-             "its reference solutions (default: a shifted arith configuration, no data needed).")] = None,
+             "its reference solutions (default: a shifted arith configuration, no data needed).",
+        callback=input_files)] = None,
     overwrite: Annotated[bool, typer.Option(help="Delete the run folder and start afresh.")] = False,
 ) -> None:
     """Sample, label, train a PRM and an ORM, evaluate, probe and write the report.
