@@ -150,8 +150,6 @@ def test_originals_as_class_correct():
 def test_errors():
     with pytest.raises(PrmkitError, match="out_of_range must be one of"):
         evaluate_prmbench(two_classes(), out_of_range="skip")
-    with pytest.raises(PrmkitError, match="c1 appears twice"):
-        evaluate_prmbench(two_classes() + two_classes()[:1])
     bare = Trace("z", Problem("q"), [Step("s", labels=[StepLabel(1)], scores={"prm": 0.9})])
     with pytest.raises(PrmkitError, match="trace z: no meta"):
         evaluate_prmbench([bare])

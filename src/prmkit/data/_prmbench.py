@@ -36,6 +36,12 @@ neutral 0 is not an error; every step needs a label). When they are the in-range
 stored ``error_steps``, that list is written back verbatim (its order, and its out-of-range values);
 when the labels were edited, the new sorted indices are written, followed by any out-of-range values.
 
+**Duplicate keys.** Two rows with the same ``classification`` and ``idx`` (the released
+``prm_test_p12_multi_solutions.jsonl`` has 5) are one key twice: every copy is read, and each
+repeat is recorded as an issue at its ``idx`` naming the line of the first, so ``prmkit data
+validate`` flags it. The evaluation keeps the first copy, as the official loader does, and counts
+the rest (:func:`prmkit.eval.evaluate_prmbench`).
+
 The official loader also evaluates the untouched ``original_process`` as an error-free sample;
 :func:`prmbench_original` builds that trace.
 
@@ -98,6 +104,7 @@ class PRMBenchFormat(Format):
         super().__init__(out_of_range=out_of_range, keep_extra=keep_extra)
         self.out_of_range = out_of_range
         self.keep_extra = keep_extra
+        self._first_line: dict[str, int | None] = {}  # trace id -> line of its first row (duplicates)
 
     @classmethod
     def detect(cls, record: Any) -> bool:
@@ -145,9 +152,16 @@ class PRMBenchFormat(Format):
         if extra:
             meta["extra"] = extra
 
+        key = f"{meta['classification']}_{idx}"
+        if key in self._first_line:
+            first = self._first_line[key]
+            self.report.issues.append(f.error("idx", f"duplicate key {key} (first at line {first}); "
+                                                     "an evaluation keeps the first copy"))
+        else:
+            self._first_line[key] = f.line
         wrong = {v - 1 for v in error_steps if 1 <= v <= len(texts)}
         steps = [Step(text, labels=[_label(-1 if i in wrong else 1)]) for i, text in enumerate(texts)]
-        return [Trace(id=f"{meta['classification']}_{idx}",
+        return [Trace(id=key,
                       problem=Problem(question, answer=answer, id=idx), steps=steps,
                       source=_NAME, meta={_NAME: meta})]
 

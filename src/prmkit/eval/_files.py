@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from prmkit._jsonio import replace_durably
-from prmkit.data import read
+from prmkit.data import detect_format, read
 from prmkit.errors import PrmkitError
 from prmkit.eval._card import card_from_provenance
 from prmkit.eval._derived import gsm8k_derived_traces
@@ -63,13 +63,25 @@ def _read_all(path: str | os.PathLike, fmt: str | None, limit: int | None = None
     return out[:limit] if limit is not None else out
 
 
+def _benchmark_format(path: str | os.PathLike, fmt: str) -> str:
+    """The benchmark's own ``fmt``, or ``"prmkit"`` for a file of prmkit traces: what ``prmkit score``
+    writes from the benchmark's file, so an evaluation reads the stored scores instead of scoring
+    again (the traces keep the benchmark's labels and meta through the round trip)."""
+    try:
+        return "prmkit" if detect_format(path) == "prmkit" else fmt
+    except PrmkitError:  # not recognisable: the benchmark's reader says what is wrong, located
+        return fmt
+
+
 def processbench_files(files: Sequence[str | os.PathLike], scorer: StepScorer | None = None, *,
                        key: str = "prm", threshold: float | None = None,
                        tune_on: Sequence[str | os.PathLike] | None = None, cross_split: bool = False,
                        limit: int | None = None, progress: bool = True
                        ) -> tuple[ProcessBenchResult, list[tuple[str, str]]]:
     """ProcessBench on split files (the split name is the file stem); ``tune_on`` files choose the
-    threshold (never reported). Returns the result and the traces that could not be scored."""
+    threshold (never reported). A file may also be prmkit traces (``prmkit score`` output of a split
+    file): without a ``scorer`` its stored scores are used. Returns the result and the traces that
+    could not be scored (each still in its split, where it counts as a miss)."""
     skipped: list[tuple[str, str]] = []
 
     def load(paths: Sequence[str | os.PathLike]) -> dict[str, list[Trace]]:
@@ -78,7 +90,7 @@ def processbench_files(files: Sequence[str | os.PathLike], scorer: StepScorer | 
             name = Path(p).stem
             if name in out:
                 raise PrmkitError(f"two split files are named {name!r}; rename one")
-            s = score_for_eval(_read_all(p, "processbench", limit), scorer, key, f"processbench {name}",
+            s = score_for_eval(_read_all(p, _benchmark_format(p, "processbench"), limit), scorer, key, f"processbench {name}",
                                progress=progress)
             skipped.extend(s.skipped)
             out[name] = s.traces
@@ -94,10 +106,11 @@ def prmbench_files(files: Sequence[str | os.PathLike], scorer: StepScorer | None
                    key: str = "prm", threshold: float = 0.5, out_of_range: str = "exclude",
                    limit: int | None = None, progress: bool = True
                    ) -> tuple[PRMBenchResult, list[tuple[str, str]]]:
-    """PRMBench on its JSONL files (one per error class, or the combined file)."""
+    """PRMBench on its JSONL files (one per error class, or the combined file), or on prmkit traces
+    made from them (``prmkit score`` output: without a ``scorer`` their stored scores are used)."""
     traces: list[Trace] = []
     for p in files:
-        traces += _read_all(p, "prmbench", limit)
+        traces += _read_all(p, _benchmark_format(p, "prmbench"), limit)
     s = score_for_eval(traces, scorer, key, "prmbench", progress=progress)
     return evaluate_prmbench(s.traces, key=key, threshold=threshold, out_of_range=out_of_range), s.skipped
 

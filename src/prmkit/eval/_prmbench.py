@@ -153,6 +153,8 @@ class PRMBenchResult:
     n_error_steps (plus unscored_steps and the confusion counts; ``overall`` adds ``class_mean`` and
     ``averaging``). ``groups[name]``: prmscore (mean of its classes present) and classes.
     ``out_of_range``: policy, traces, indices, by_class (traces per class), indices_by_class.
+    ``duplicates``: traces left out because an earlier trace had their id (the first copy is kept,
+    as the official loader does), and their ids.
     """
 
     key: str
@@ -161,6 +163,7 @@ class PRMBenchResult:
     overall: dict[str, Any]
     groups: dict[str, dict[str, Any]]
     out_of_range: dict[str, Any] = field(default_factory=dict)
+    duplicates: dict[str, Any] = field(default_factory=lambda: {"traces": 0, "ids": []})
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-safe data (the ``prmbench`` section of a report)."""
@@ -172,7 +175,7 @@ class PRMBenchResult:
                 "classes": {k: copy(v) for k, v in self.classes.items()},
                 "overall": copy(self.overall),
                 "groups": {k: copy(v) for k, v in self.groups.items()},
-                "out_of_range": copy(self.out_of_range)}
+                "out_of_range": copy(self.out_of_range), "duplicates": copy(self.duplicates)}
 
     def lines(self) -> list[str]:
         """A short table: PRMScore, F1 of correct and of wrong steps (in %) per class, the overall and
@@ -199,6 +202,10 @@ class PRMBenchResult:
         if r.get("traces"):
             action = "excluded" if r["policy"] == "exclude" else "kept, in-range labels scored"
             out.append(f"out-of-range error_steps: {r['traces']} traces ({r['indices']} indices), {action}")
+        d = self.duplicates
+        if d.get("traces"):
+            ids = ", ".join(d["ids"][:5]) + (" …" if len(d["ids"]) > 5 else "")
+            out.append(f"duplicate keys: {d['traces']} later copies left out, the first kept ({ids})")
         unscored = sum(m["unscored_steps"] for m in self.classes.values())
         if unscored:
             out.append(f"{unscored} steps had no score and were left out")
@@ -212,7 +219,9 @@ def evaluate_prmbench(traces: Iterable[Trace], key: str = "prm", threshold: floa
     A step is called correct when ``step.scores[key] >= threshold``. ``out_of_range`` says what to do
     with traces whose ``error_steps`` named a step past the end (``meta["prmbench"]["out_of_range"]``):
     ``"exclude"`` (default) leaves them out of every score, ``"in_range"`` keeps them and scores the
-    labels of their existing steps (what the official evaluator does). Traces of class "correct"
+    labels of their existing steps (what the official evaluator does). A trace whose id an earlier
+    trace had (the released files repeat a few keys) is left out: the first copy counts, as in the
+    official loader, and the result counts the rest (``duplicates``). Traces of class "correct"
     (see :func:`prmbench_with_originals`) get their own class entry and stay out of ``overall``.
     ``label_source`` picks which labels are the truth (default: each step's latest).
     """
@@ -223,13 +232,14 @@ def evaluate_prmbench(traces: Iterable[Trace], key: str = "prm", threshold: floa
     oor_traces: dict[str, int] = {}
     oor_indices: dict[str, int] = {}
     seen: set[str] = set()
+    duplicates: list[str] = []
     scored_any = False
     n = 0
     for t in traces:
         n += 1
-        if t.id in seen:
-            raise PrmkitError(f"trace {t.id} appears twice; PRMBench scores each sample once "
-                              f"(dedupe, e.g. {{t.id: t for t in traces}}.values())")
+        if t.id in seen:  # keep the first copy, as the official loader does
+            duplicates.append(t.id)
+            continue
         seen.add(t.id)
         m = _meta(t)
         cls = m["classification"]
@@ -276,7 +286,8 @@ def evaluate_prmbench(traces: Iterable[Trace], key: str = "prm", threshold: floa
               "by_class": dict(sorted(oor_traces.items())),
               "indices_by_class": dict(sorted(oor_indices.items()))}
     return PRMBenchResult(key=key, threshold=float(threshold), classes=classes, overall=overall,
-                          groups=groups, out_of_range=report)
+                          groups=groups, out_of_range=report,
+                          duplicates={"traces": len(duplicates), "ids": duplicates})
 
 
 def prmbench_with_originals(traces: Iterable[Trace]) -> list[Trace]:

@@ -93,6 +93,13 @@ def _unscored(trace: Trace, key: str) -> int:
     return sum(1 for s in trace.steps if s.scores.get(key) is None)
 
 
+def _dropped(trace: Trace, key: str) -> bool:
+    """No step has a score under ``key``: the scorer could not take the trace (say it could not be
+    encoded). Its "prediction" would be -1, a hit whenever the trace is error-free, so it counts as
+    a miss instead, on either side."""
+    return bool(trace.steps) and _unscored(trace, key) == len(trace.steps)
+
+
 def _f1(error_acc: float | None, correct_acc: float | None) -> float | None:
     if error_acc is None or correct_acc is None:
         return None
@@ -114,17 +121,19 @@ def processbench_split(traces: Iterable[Trace], key: str = "prm", threshold: flo
     """The official numbers of one split at a fixed ``threshold``.
 
     Returns ``{"error_acc", "correct_acc", "f1", "n_error", "n_correct", "threshold",
-    "unscored_steps"}``: an accuracy is None when its side has no sample, F1 is None when either
-    accuracy is None and 0.0 when both are 0. ``label_source`` picks which labels give the truth
-    (default: each step's latest label).
+    "unscored_steps", "unscored_traces"}``: an accuracy is None when its side has no sample, F1 is None
+    when either accuracy is None and 0.0 when both are 0. ``label_source`` picks which labels give the
+    truth (default: each step's latest label). A trace with no scored step at all (one the scorer
+    dropped) stays in its side's count and is a miss, never a hit: ``unscored_traces`` counts them.
 
     >>> processbench_split([], threshold=0.5)["f1"] is None
     True
     """
-    hits_error = n_error = hits_correct = n_correct = unscored = 0
+    hits_error = n_error = hits_correct = n_correct = unscored = dropped = 0
     for t in traces:
         label = _label(t, label_source)
-        hit = predict_first_error(t, key, threshold) == label
+        dropped += _dropped(t, key)
+        hit = not _dropped(t, key) and predict_first_error(t, key, threshold) == label
         unscored += _unscored(t, key)
         if label == -1:
             n_correct += 1
@@ -133,7 +142,7 @@ def processbench_split(traces: Iterable[Trace], key: str = "prm", threshold: flo
             n_error += 1
             hits_error += hit
     out = _metrics(hits_error, n_error, hits_correct, n_correct)
-    out.update(threshold=threshold, unscored_steps=unscored)
+    out.update(threshold=threshold, unscored_steps=unscored, unscored_traces=dropped)
     return out
 
 
@@ -159,7 +168,10 @@ def default_thresholds(scores: Iterable[float] = ()) -> list[float]:
 def _hit_interval(trace: Trace, key: str, label: int) -> tuple[float, float] | None:
     """The thresholds ``t`` with ``lo < t <= hi`` are those at which the prediction equals ``label``
     (None: no threshold does). Prediction == label iff every scored step before it is >= t and, for
-    an error label, the labelled step is scored and < t."""
+    an error label, the labelled step is scored and < t. A trace with no scored step is a miss at
+    every threshold (see :func:`processbench_split`)."""
+    if _dropped(trace, key):
+        return None
     lo, hi = float("-inf"), float("inf")
     for i, step in enumerate(trace.steps):
         s = step.scores.get(key)
@@ -299,6 +311,10 @@ class ProcessBenchResult:
         out.append(f"average F1 {pct(self.average_f1).strip()}")
         th = "per split" if self.threshold is None else f"{self.threshold:g}"
         out.append(f"threshold {th} ({self.threshold_source})")
+        dropped = sum(s.get("unscored_traces", 0) for s in self.splits.values())
+        if dropped:
+            out.append(f"{dropped} traces had no score at all (the scorer could not take them): counted "
+                       "as misses")
         unscored = sum(s["unscored_steps"] for s in self.splits.values())
         if unscored:
             out.append(f"{unscored} steps had no score and were skipped")

@@ -491,6 +491,11 @@ def _processbench(doc: ReportDoc, pb: Mapping[str, Any], figs: set[str]) -> None
               [[("b", k), *[f(v.get(c)) for c, _, f in _PB_COLS], _f3(v.get("threshold")),
                 str(v.get("threshold_source") or _DASH), _int(v.get("unscored_steps"))]
                for k, v in splits.items()])
+    dropped = sum(v.get("unscored_traces") or 0 for v in splits.values()
+                  if isinstance(v.get("unscored_traces"), int))
+    if dropped:
+        doc.para(f"{_int(dropped)} traces had no score at all (the scorer could not take them); each counts "
+                 "as a miss on its side (Unscored steps counts their steps too).")
     if "average_f1" in pb:
         doc.para(("b", "Average F1 over splits:"), " " + _f3(pb.get("average_f1")))
     by_gen = pb.get("by_generator") or {}
@@ -537,7 +542,12 @@ def _prmbench(doc: ReportDoc, pr: Mapping[str, Any], figs: set[str]) -> None:
         by = oor.get("by_class") or {}
         doc.table(["Class", "Traces"], [[k, _int(v)] for k, v in by.items()])
         _leftover(doc, oor, ("policy", "traces", "indices", "by_class"), 4)
-    _leftover(doc, pr, ("key", "threshold", "classes", "overall", "out_of_range"), 3)
+    dup = pr.get("duplicates")
+    if isinstance(dup, Mapping) and dup.get("traces"):
+        ids = [str(i) for i in dup.get("ids") or []]
+        doc.para(f"Duplicate keys: {_int(dup.get('traces'))} later copies of a sample left out, the first "
+                 f"kept as the official loader does ({', '.join(ids[:5])}{' …' if len(ids) > 5 else ''}).")
+    _leftover(doc, pr, ("key", "threshold", "classes", "overall", "out_of_range", "duplicates"), 3)
 
 
 def _labels(doc: ReportDoc, lab: Mapping[str, Any], figs: set[str]) -> None:
