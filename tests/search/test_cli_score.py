@@ -67,8 +67,8 @@ def test_select_prints_accuracy_and_writes_choices(tmp_path, capsys):
     # p1: "6" weighs 0.625 + 0.5 > "5" 0.25 + 0.5 (wrong); p2: "2" 0.5 > "3" 0.25 + 0.125 (right)
     assert lines[0] == "weighted (aggregate last): accuracy 50.0% on 2 problems (scores: prm)"
     # majority: p1 tie 2-2 -> "5" (first seen, right), p2 "3" (wrong); oracle: both have a right one
-    assert lines[1] == ("reference: majority: accuracy 50.0% on 2 problems; "
-                        "oracle: accuracy 100.0% on 2 problems")
+    assert lines[1] == ("reference: majority: accuracy 50.0% on 2 problems; 1 tied, the earliest "
+                        "answer in sample order chosen; oracle: accuracy 100.0% on 2 problems")
     chosen = list(read_traces(dst))
     assert [t.id for t in chosen] == ["t1", "t4"]
     assert chosen[0].meta["selection"]["reason"].startswith("answer '6' has the largest total score 1.125")

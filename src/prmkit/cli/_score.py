@@ -122,7 +122,9 @@ def select(
 
     Example: prmkit select --method weighted --aggregate min scored.jsonl -o chosen.jsonl
     Correctness comes from each trace's outcome (or its answer against the reference answer).
-    Majority vote and the oracle are printed beside a scored method for reference.
+    Majority vote and the oracle are printed beside a scored method for reference. A majority tie
+    goes to the answer that comes first in IN (sample order); the problems tied are counted. An
+    ORM's key (--key orm) selects by its trace scores as they are (no --aggregate).
     """
     from prmkit.search import select_file
 

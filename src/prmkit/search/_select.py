@@ -11,7 +11,9 @@ see :func:`~prmkit.search.get_aggregator`). Select then picks a trace:
   the group whose first trace came first. The chosen trace is the group's highest-scored (earliest on
   a tie).
 - ``majority`` (self-consistency): the answer most traces give; scores are not used. Ties go to the
-  answer that appeared first in sample order. The chosen trace is the group's first.
+  answer that appeared first in sample order (the order of the file), so a tied vote depends on that
+  order: :attr:`SelectionReport.ties` counts the problems decided this way and the summary says so.
+  The chosen trace is the group's first.
 - ``oracle`` (pass@N, a reference, not a method): the first correct trace; no choice when none is.
 
 A NaN or infinite score is refused (:class:`~prmkit.errors.PrmkitError` naming the trace): NaN
@@ -238,17 +240,20 @@ def select(traces: Sequence[Trace], method: str = "bon", *, aggregate: str = "mi
     """Choose one of a problem's traces: aggregate each trace's step scores, then select by ``method``.
 
     Step scores come from ``scores`` (per trace, as a scorer returns them) or, when it is None, from
-    the traces themselves (``step.scores[key]``, or ``meta["scores"][key]`` for an ORM).
+    the traces themselves (``step.scores[key]``, or ``meta["scores"][key]`` for an ORM). An ORM's
+    trace score is used as it is: the selection's ``aggregate`` is then None, not ``aggregate``.
     """
     traces = list(traces)
     if not traces:
         raise PrmkitError("nothing to select from: no traces")
     fn = SELECTORS.load(method)
-    needs_scores = method in SCORED_METHODS
+    needs_scores = needs_aggregate = method in SCORED_METHODS
     if scores is None:
         if key is None and needs_scores:
             raise PrmkitError(f"selection {method!r} needs scores: pass scores= or the scorer key=")
         scores = [stored_scores(t, key) if key else [] for t in traces]
+        if key and not any(key in st.scores for t in traces for st in t.steps):
+            needs_aggregate = False  # an ORM's score per trace (or none): nothing was aggregated
     if len(scores) != len(traces):
         raise PrmkitError(f"{len(scores)} score lists for {len(traces)} traces")
     agg = []
@@ -260,7 +265,7 @@ def select(traces: Sequence[Trace], method: str = "bon", *, aggregate: str = "mi
     groups = group_answers(traces, agg)
     index, reason = fn(traces, agg, groups)
     return Selection(problem=problem_key(traces[0].problem), method=method,
-                     aggregate=aggregate if needs_scores else None, traces=traces, scores=agg,
+                     aggregate=aggregate if needs_aggregate else None, traces=traces, scores=agg,
                      groups=groups, index=index, reason=reason)
 
 
@@ -286,11 +291,25 @@ class SelectionReport:
     def no_choice(self) -> int:
         return sum(s.index is None for s in self.selections)
 
+    @property
+    def ties(self) -> int:
+        """Majority vote: problems where several answers had the most votes, so the tie rule (the
+        earliest answer in sample order) chose, not the votes; 0 for the other methods."""
+        if self.method != "majority":
+            return 0
+        n = 0
+        for s in self.selections:
+            votes = [g.votes for g in s.groups if g.answer is not None]
+            n += int(bool(votes) and votes.count(max(votes)) > 1)
+        return n
+
     def summary(self) -> str:
         acc = "n/a" if self.accuracy is None else f"{self.accuracy:.1%}"
-        agg = f" (aggregate {self.aggregate})" if self.aggregate else ""
+        agg = (f" (aggregate {self.aggregate})" if self.aggregate else
+               " (trace scores)" if self.method in SCORED_METHODS else "")
         return (f"{self.method}{agg}: accuracy {acc} on {len(self.judged)} problems"
-                + (f"; {self.no_choice} without a choice" if self.no_choice else ""))
+                + (f"; {self.no_choice} without a choice" if self.no_choice else "")
+                + (f"; {self.ties} tied, the earliest answer in sample order chosen" if self.ties else ""))
 
 
 def select_problems(traces: Iterable[Trace], method: str = "bon", *, aggregate: str = "min",
@@ -298,4 +317,6 @@ def select_problems(traces: Iterable[Trace], method: str = "bon", *, aggregate: 
     """:func:`select` on every problem of ``traces`` (grouped by problem), reading stored scores."""
     sels = [select(ts, method, aggregate=aggregate, key=key)
             for ts in group_by_problem(traces).values()]
-    return SelectionReport(method, aggregate if method in SCORED_METHODS else None, sels)
+    # The report's aggregate is the selections' own: None when the key held an ORM's trace scores.
+    used = aggregate if any(s.aggregate for s in sels) else None
+    return SelectionReport(method, used if method in SCORED_METHODS else None, sels)
