@@ -80,6 +80,7 @@ class TrainConfig:
     save_every: int = 0               #: optimizer steps between resumable checkpoints (0: none)
     keep_checkpoints: int = 2
     resume: bool = True               #: continue from the newest checkpoint in output_dir
+    keep_final_checkpoint: bool = False  #: keep a checkpoint of the last step, so a larger max_steps / epochs can extend the run later
     log_every: int = 10
     seed: int = 0
     progress: bool = True

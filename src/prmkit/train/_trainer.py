@@ -16,6 +16,12 @@ Runs on one process or many (DDP; :func:`prmkit.train.launch` starts them on CPU
 (``save_every``) hold the weights (or LoRA adapter), the optimizer
 state in safetensors and the position in the data, so a resumed run continues exactly where it
 stopped. The final model is a plain ``save_pretrained`` folder; LoRA is merged into it.
+
+A run is extended by resuming it with a larger ``max_steps`` (or ``epochs``): from its newest
+checkpoint (an interrupted run's, or the one ``keep_final_checkpoint`` leaves beside a finished
+model). The learning-rate schedule is then recomputed for the new total from the checkpoint's step
+on, so the result is not the run that the larger budget would have been from the start; the log
+says so. A smaller total than the checkpoint's step is refused.
 """
 
 from __future__ import annotations
@@ -41,11 +47,13 @@ __all__ = ["train", "TrainResult", "evaluate_encoded", "position_loss"]
 
 CHECKPOINT_PREFIX = "checkpoint-"
 STATE_FILE = "trainer_state.json"
-#: Config fields that must match for a run to resume from a checkpoint.
+#: Config fields that must match for a run to resume from a checkpoint (``max_steps`` and ``epochs``
+#: may grow: that extends the run; see the module docs).
 RESUME_KEYS = ("kind", "model", "convention", "num_labels", "lora", "train", "format", "label_source",
                "neutral", "soft_labels", "outcome", "max_traces", "max_length", "batch_size", "grad_accum",
-               "lr", "weight_decay", "warmup_ratio", "epochs", "max_steps", "bucketing", "seed", "eval_fraction",
-               "precision")
+               "lr", "weight_decay", "warmup_ratio", "bucketing", "seed", "eval_fraction", "precision")
+#: Config fields that set the run's length: a resume may raise them (an extension).
+LENGTH_KEYS = ("epochs", "max_steps")
 
 #: What ``precision: auto`` trains in where the hardware has native bfloat16 (elsewhere fp32). bf16,
 #: because it kept fp32's quality on SmolLM2-135M: 40 steps of full fine-tuning on the PRMBench
@@ -325,6 +333,16 @@ def train(cfg: TrainConfig, *, log=print) -> TrainResult:
         return cfg.lr * max(0.0, (total - step) / max(1, total - warmup))
 
     step, epoch, pos = state.get("step", 0), state.get("epoch", 0), state.get("pos", 0)
+    if ckpt is not None:
+        if step > total:
+            raise PrmkitError(f"{ckpt} is at step {step}, past this run's {total} steps: a run can be "
+                              "extended (a larger max_steps or epochs), not shortened; use another "
+                              "output_dir or resume=false")
+        was = {k: state["config"].get(k) for k in LENGTH_KEYS}
+        if was != {k: getattr(cfg, k) for k in LENGTH_KEYS}:
+            say(f"extending the run: {', '.join(f'{k} {was[k]} -> {getattr(cfg, k)}' for k in LENGTH_KEYS)}"
+                f" ({total} steps); the learning-rate schedule is recomputed for {total} steps from step "
+                f"{step} on, so this is not the run {total} steps would have been from the start")
     history: list[dict[str, Any]] = state.get("history", [])
     say(f"{total} optimizer steps ({steps_per_epoch}/epoch, {world} process(es), batch {cfg.batch_size} "
         f"x accumulation {cfg.grad_accum}, AdamW {opt_kind})")
@@ -386,9 +404,11 @@ def train(cfg: TrainConfig, *, log=print) -> TrainResult:
             if pos >= len(batches):
                 epoch, pos = epoch + 1, 0
 
-    # 6. Final evaluation and the plain transformers folder.
+    # 6. Final evaluation, a checkpoint to extend the run from (if asked) and the plain transformers folder.
     if eval_data:
         last_eval = _eval_main(acc, rm, eval_data, cfg, step, history, say)
+    if cfg.keep_final_checkpoint and not (out / f"{CHECKPOINT_PREFIX}{step}").exists():
+        _save_checkpoint(acc, rm, peft_model, optimizer, cfg, out, step, epoch, pos, history)
     acc.wait_for_everyone()
     totals = torch.tensor([tokens, padded], dtype=torch.float64, device=acc.device)
     totals = acc.reduce(totals, reduction="sum") if world > 1 else totals
@@ -409,7 +429,7 @@ def train(cfg: TrainConfig, *, log=print) -> TrainResult:
         with open(out / "metrics.jsonl", "w") as f:
             for rec in history:
                 f.write(json.dumps(rec) + "\n")
-        for old in _checkpoints(out):
+        for old in _checkpoints(out)[:-1] if cfg.keep_final_checkpoint else _checkpoints(out):
             shutil.rmtree(old, ignore_errors=True)
         say(f"saved {cfg.kind.upper()} to {out} ({step} steps, {tokens / max(seconds, 1e-9):.0f} tokens/s, "
             f"{tokens / max(padded, 1):.1%} of batch tokens were not padding)")
