@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from prmkit._weights import PICKLE_WEIGHTS, check_safe_weights
 from prmkit.errors import MissingDependencyError, PrmkitError
 from prmkit.models._align import Aligned, AlignmentError, align
 from prmkit.models._conventions import Convention, get_convention
@@ -615,35 +616,6 @@ def _check_causal(model: Any, path: str) -> None:
     if not torch.allclose(la, lb, atol=1e-5):
         raise PrmkitError(f"{path}: this backbone ignores is_decoder and attends in both directions; "
                           f"causal=True is not possible with it (use a decoder backbone)")
-
-
-#: Weight files that are Python pickles (``torch.load``): reading one can run any code it holds.
-PICKLE_WEIGHTS = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl", "*.pickle")
-
-
-def check_safe_weights(path: str | os.PathLike, *, allow_pickle: bool = False) -> None:
-    """Refuse a model folder whose weights are pickle files only (:data:`PICKLE_WEIGHTS`, no
-    ``*.safetensors``) unless ``allow_pickle``: unpickling a file runs whatever code it holds.
-    A hub id (not a folder) is not checked here; it is loaded with ``use_safetensors=True``.
-
-    >>> import tempfile, pathlib
-    >>> d = pathlib.Path(tempfile.mkdtemp()); _ = (d / "pytorch_model.bin").write_bytes(b"")
-    >>> check_safe_weights(d)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    prmkit.errors.PrmkitError: ...: its weights are pickle files only (pytorch_model.bin) ...
-    >>> check_safe_weights(d, allow_pickle=True)
-    """
-    folder = Path(path)
-    if allow_pickle or not folder.is_dir() or any(folder.glob("*.safetensors")):
-        return
-    pickled = sorted({p.name for pattern in PICKLE_WEIGHTS for p in folder.glob(pattern)})
-    if pickled:
-        raise PrmkitError(
-            f"{path}: its weights are pickle files only ({', '.join(pickled)}) and unpickling can run "
-            "arbitrary code, so prmkit does not load them. Convert the checkpoint to safetensors "
-            "(load it once where you trust it and save_pretrained), or, if you trust this folder, "
-            "pass --allow-pickle (allow_pickle=True in Python).")
 
 
 def _load(path: str, conv: Convention, *, device: str | None, dtype: str | None,

@@ -38,11 +38,14 @@ from pathlib import Path
 from typing import Any
 
 from prmkit._progress import progress_bar
+from prmkit._weights import check_safe_weights
 from prmkit.errors import MissingDependencyError, PrmkitError
 from prmkit.policies._base import Completion, GenerationRequest, SamplingParams, apply_stop, derive_seed
 from prmkit.policies._hf import (
+    PICKLE_FLAG,
     cache_dir,
     default_policy_model,
+    load_adapter,
     load_causal_lm,
     render_prompt,
     resolve_adapter,
@@ -94,12 +97,14 @@ def _source_key(model: str | None, gguf_file: str | None, adapter: str | None, q
 
 def convert_to_ct2(model: str | None = None, *, gguf_file: str | None = None, adapter: str | None = None,
                    quantization: str = "int8", trust_remote_code: bool = False,
-                   out: str | os.PathLike | None = None) -> Path:
+                   out: str | os.PathLike | None = None, allow_pickle: bool = False) -> Path:
     """Convert a causal LM (with a LoRA ``adapter`` merged in) to a CTranslate2 folder, once.
 
     The result is cached (``out`` or ``cache_dir()/ct2/<name>-<quantization>-<hash>``) and written
     atomically: a temporary folder renamed on success, so an interrupted conversion is never loaded.
-    Returns the folder. The HF tokenizer is saved beside the CTranslate2 weights.
+    Returns the folder. The HF tokenizer is saved beside the CTranslate2 weights. A ``model`` or
+    ``adapter`` folder with pickle weights only is refused unless ``allow_pickle`` (as in
+    :func:`~prmkit.policies.load_causal_lm`).
     """
     ct2 = _ct2()
     if quantization not in COMPUTE_TYPES:
@@ -110,16 +115,15 @@ def convert_to_ct2(model: str | None = None, *, gguf_file: str | None = None, ad
         cache_dir() / "ct2" / _source_key(model, gguf_file, adapter, quantization))
     if (target / "model.bin").exists():
         return target
+    if adapter:  # before the model loads: a refusal should not cost the load
+        check_safe_weights(adapter, allow_pickle=allow_pickle, flag=PICKLE_FLAG)
     # No GGUF -> safetensors cache here: the CTranslate2 folder is all a ct2 user needs, and the
     # de-quantised float32 copy would add about 500 MB for one conversion's 30 seconds.
     lm, tok, model_id = load_causal_lm(model, gguf_file=gguf_file, dtype="float32", device="cpu",
-                                       trust_remote_code=trust_remote_code, cache=False)
+                                       trust_remote_code=trust_remote_code, cache=False,
+                                       allow_pickle=allow_pickle)
     if adapter:
-        try:
-            from peft import PeftModel
-        except ImportError:
-            raise MissingDependencyError("peft", "hf", "LoRA adapters") from None
-        lm = PeftModel.from_pretrained(lm, adapter).merge_and_unload().eval()
+        lm = load_adapter(lm, adapter, allow_pickle=allow_pickle)
     target.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-ct2-"))
     try:
@@ -158,8 +162,9 @@ class CT2Policy:
     ``float32`` matches ``hf`` most closely); ``batch_size``: rows decoded together (rows of several
     requests share a batch; 64 is near the best on 2 cores); ``threads``: intra-op threads (0: all
     cores); ``batch_invariant``: one call per request, seeded by its key (see the module docstring);
-    ``device``: ``cpu`` or ``cuda``. A folder that already holds a CTranslate2 model (``model.bin``)
-    is loaded as it is.
+    ``device``: ``cpu`` or ``cuda``. A folder that already holds a CTranslate2 model (``model.bin``,
+    CTranslate2's own format, not a pickle) is loaded as it is; any other ``model`` or ``adapter``
+    folder with pickle weights only is refused unless ``allow_pickle`` (``-p allow_pickle=true``).
     """
 
     name = "ct2"
@@ -175,7 +180,7 @@ class CT2Policy:
                  adapter: str | None = "default", compute_type: str = "int8", batch_size: int = 64,
                  threads: int = 0, batch_invariant: bool = False, device: str = "cpu",
                  chat_template: str | None = None, trust_remote_code: bool = False,
-                 progress: bool = True) -> None:
+                 progress: bool = True, allow_pickle: bool = False) -> None:
         _ct2()  # a missing ctranslate2 fails here, before any model is loaded
         t0 = time.perf_counter()
         adapter = resolve_adapter(model, adapter)
@@ -188,7 +193,7 @@ class CT2Policy:
         else:
             quant = "int8" if compute_type.startswith("int8") else compute_type
             folder = convert_to_ct2(model, gguf_file=gguf_file, adapter=adapter, quantization=quant,
-                                    trust_remote_code=trust_remote_code)
+                                    trust_remote_code=trust_remote_code, allow_pickle=allow_pickle)
             if model is None:
                 model, gguf_file = default_policy_model()
             src = f"{Path(model).name}/{gguf_file}" if gguf_file else str(model)

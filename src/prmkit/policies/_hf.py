@@ -28,10 +28,15 @@ from pathlib import Path
 from typing import Any
 
 from prmkit._progress import progress_bar
+from prmkit._weights import check_safe_weights
 from prmkit.errors import MissingDependencyError, PrmkitError
 from prmkit.policies._base import Completion, GenerationRequest, SamplingParams, apply_stop, derive_seed
 
-__all__ = ["HFPolicy", "default_policy_model", "load_causal_lm", "cache_dir", "gguf_cache_dir"]
+__all__ = ["HFPolicy", "default_policy_model", "load_causal_lm", "cache_dir", "gguf_cache_dir",
+           "load_adapter"]
+
+#: How a policy's user allows pickle weights (named in the refusal).
+PICKLE_FLAG = "-p allow_pickle=true (allow_pickle=True in Python)"
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 #: LoRA adapter shipped with prmkit: SmolLM2-135M-Instruct tuned on arith reference solutions.
@@ -98,12 +103,18 @@ def file_digest(path: str | os.PathLike) -> str:
 
 def load_causal_lm(model: str | None = None, *, gguf_file: str | None = None,
                    dtype: str | None = None, device: str | None = None,
-                   trust_remote_code: bool = False, cache: bool = True) -> tuple[Any, Any, str]:
+                   trust_remote_code: bool = False, cache: bool = True,
+                   allow_pickle: bool = False) -> tuple[Any, Any, str]:
     """``(model, tokenizer, model_id)`` for a path / hub id / GGUF file; None means the default.
 
     De-quantising a GGUF file takes about 30 s on 2 cores; with ``cache`` the converted weights are
     saved once as a safetensors folder under :func:`cache_dir` and later loads take a second or two.
+    Only safetensors (or GGUF) weights are read: a folder with pickle weights only
+    (``pytorch_model.bin``) is refused before anything loads unless ``allow_pickle``
+    (``-p allow_pickle=true``), since unpickling can run any code.
     """
+    if model is not None and gguf_file is None and not str(model).endswith(".gguf"):
+        check_safe_weights(model, allow_pickle=allow_pickle, flag=PICKLE_FLAG)
     torch = _torch()
     try:
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -118,6 +129,8 @@ def load_causal_lm(model: str | None = None, *, gguf_file: str | None = None,
         torch.bfloat16 if device.startswith("cuda") else torch.float32)
     kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
     model_id = f"{Path(model).name}/{gguf_file}" if gguf_file else str(model)
+    # a hub id is not a folder to check: ask transformers for its safetensors weights only
+    lm_kwargs: dict[str, Any] = {} if allow_pickle or gguf_file else {"use_safetensors": True}
     source = model
     if gguf_file:
         cached = gguf_cache_dir(model, gguf_file) if cache else None
@@ -127,7 +140,7 @@ def load_causal_lm(model: str | None = None, *, gguf_file: str | None = None,
             kwargs["gguf_file"] = gguf_file
     try:
         tok = AutoTokenizer.from_pretrained(source, **kwargs)
-        lm = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype, **kwargs)
+        lm = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype, **kwargs, **lm_kwargs)
         if gguf_file and cache and "gguf_file" in kwargs:
             _save_cache(lm, tok, gguf_cache_dir(model, gguf_file))
     except ImportError as e:
@@ -135,7 +148,10 @@ def load_causal_lm(model: str | None = None, *, gguf_file: str | None = None,
             raise MissingDependencyError("gguf", "hf", "loading GGUF models") from None
         raise
     except OSError as e:
-        raise PrmkitError(f"cannot load model {model!r}: {e}") from None
+        hint = ("" if allow_pickle or gguf_file or "safetensors" not in str(e) else
+                f" (only safetensors weights are read: pass {PICKLE_FLAG} for a model you trust "
+                "that has pickle weights only)")
+        raise PrmkitError(f"cannot load model {model!r}: {e}{hint}") from None
     lm.to(device).eval()
     return lm, tok, model_id
 
@@ -160,6 +176,17 @@ def _save_cache(lm: Any, tok: Any, path: Path) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
     except (OSError, ValueError):
         pass  # a read-only home (or a model that cannot be saved) only costs the next load its 30 s
+
+
+def load_adapter(lm: Any, adapter: str, *, allow_pickle: bool = False) -> Any:
+    """``lm`` with the PEFT (LoRA) ``adapter`` folder merged in; an adapter whose weights are pickle
+    files only (``adapter_model.bin``) is refused unless ``allow_pickle``."""
+    check_safe_weights(adapter, allow_pickle=allow_pickle, flag=PICKLE_FLAG)
+    try:
+        from peft import PeftModel
+    except ImportError:
+        raise MissingDependencyError("peft", "hf", "LoRA adapters") from None
+    return PeftModel.from_pretrained(lm, adapter).merge_and_unload().eval()
 
 
 def resolve_adapter(model: str | None, adapter: str | None) -> str | None:
@@ -217,7 +244,8 @@ class HFPolicy:
     shipped with prmkit (:data:`DEFAULT_ADAPTER`, SmolLM2 fine-tuned on ``arith`` reference solutions by
     ``prmkit policy sft``) when ``model`` is the default model, and nothing otherwise; ``None`` or
     ``"none"`` applies none. ``chat_template``: a Jinja template to use
-    instead of the tokenizer's.
+    instead of the tokenizer's. ``allow_pickle``: also read a ``model`` or ``adapter`` folder whose
+    weights are pickle files only (refused otherwise: unpickling can run any code).
     """
 
     name = "hf"
@@ -229,23 +257,21 @@ class HFPolicy:
     def __init__(self, model: str | None = None, *, gguf_file: str | None = None,
                  adapter: str | None = "default", batch_size: int = 16, device: str | None = None,
                  dtype: str | None = None, chat_template: str | None = None,
-                 trust_remote_code: bool = False, progress: bool = True) -> None:
+                 trust_remote_code: bool = False, progress: bool = True, allow_pickle: bool = False) -> None:
         t0 = time.perf_counter()
+        adapter = resolve_adapter(model, adapter)
+        if adapter:  # checked before the model loads: a refusal should not cost the load
+            check_safe_weights(adapter, allow_pickle=allow_pickle, flag=PICKLE_FLAG)
         self.model, self.tokenizer, self.model_id = load_causal_lm(
             model, gguf_file=gguf_file, dtype=dtype, device=device,
-            trust_remote_code=trust_remote_code)
-        adapter = resolve_adapter(model, adapter)
+            trust_remote_code=trust_remote_code, allow_pickle=allow_pickle)
         #: Worked examples the prompt should carry: 0 for a policy tuned by ``prmkit policy sft``
         #: (trained on zero-shot prompts), None to let the caller decide.
         self.prompt_shots: int | None = None
         if adapter:
             if (Path(adapter) / "prmkit_sft.json").exists():
                 self.prompt_shots = 0
-            try:
-                from peft import PeftModel
-            except ImportError:
-                raise MissingDependencyError("peft", "hf", "LoRA adapters") from None
-            self.model = PeftModel.from_pretrained(self.model, adapter).merge_and_unload().eval()
+            self.model = load_adapter(self.model, adapter, allow_pickle=allow_pickle)
             self.model_id += f"+{Path(adapter).name}"
         self.load_seconds = time.perf_counter() - t0
         self.adapter = adapter
