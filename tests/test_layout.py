@@ -3,7 +3,7 @@
 - no module imports another package's private module (``prmkit.search._common`` from ``eval``) or a
   private name of another package; what a package offers is exported from its ``__init__``. Modules
   of the root package (``prmkit._registry``, ``prmkit._jsonio``, ``prmkit._progress``,
-  ``prmkit._fields``) are shared infrastructure of every package and may be imported anywhere;
+  ``prmkit._fields``, ``prmkit._weights``) are shared infrastructure of every package and may be imported anywhere;
 - the subpackages import each other without cycles, and so do the modules inside each package;
   imports inside functions and under ``TYPE_CHECKING`` count;
 - the CLI holds no stage logic: a command module imports no stage's internals and no ``_private``
