@@ -137,7 +137,8 @@ _CSS = """
 body{font-family:-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;max-width:1100px;margin:2em auto;
 padding:0 1em;color:#1b1b1b;line-height:1.45}
 h1{border-bottom:2px solid #333;padding-bottom:.2em}h2{border-bottom:1px solid #ccc;margin-top:1.8em}
-table{border-collapse:collapse;margin:.6em 0 1em;font-size:.92em}
+table{border-collapse:collapse;margin:.6em 0 1em;font-size:.92em;display:block;max-width:100%;
+overflow-x:auto}
 th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left;vertical-align:top}
 th{background:#f2f2f2}tr:nth-child(even) td{background:#fafafa}
 td{font-variant-numeric:tabular-nums}
