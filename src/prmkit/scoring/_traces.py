@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,7 +136,8 @@ def add_trace_scores(traces: Sequence[Trace], key: str, aggregates: Sequence[Agg
 class ScoreReport:
     """What :func:`score_file` did: traces read and written, how many got a trace score, their mean,
     how many a PRM scored only in part (``partial``: steps past ``max_length`` left unscored, marked
-    in ``meta.scored_steps``), and the traces it could not score (id, reason)."""
+    in ``meta.scored_steps``), the traces it could not score (id, reason), and the wall time of
+    reading, scoring and writing (``seconds``)."""
 
     out: str
     scorer: str
@@ -148,13 +150,15 @@ class ScoreReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     invalid: int = 0
     partial: int = 0
+    seconds: float = 0.0
 
     def lines(self) -> list[str]:
         """A summary for the terminal: one line, then up to ten unscored traces."""
         mean = f"; mean trace score {self.mean_score:.4f}" if self.mean_score is not None else ""
         agg = f", {self.aggregate}" if self.aggregate else ""
+        rate = f" ({self.traces / self.seconds:.1f} traces/s)" if self.seconds > 0 else ""
         out = [f"{self.out}: {self.traces} traces, {self.scored} scored by {self.scorer} "
-               f"({self.kind}{agg}){mean}"]
+               f"({self.kind}{agg}){mean}", f"{self.seconds:.1f} s{rate}"]
         if self.partial:
             out.append(f"{self.partial} of {self.scored} scored only in part (steps past max_length "
                        f"unscored; meta.scored_steps says how many were): their trace score covers "
@@ -190,6 +194,7 @@ def score_file(inp: str | os.PathLike, out: str | os.PathLike, scorer: StepScore
     imported = ImportReport()
     values: list[float] = []
     partial = out.with_name(out.stem + ".partial" + out.suffix)
+    t0 = time.perf_counter()
     try:
         traces = iter(read(inp, fmt, skip_invalid=skip_invalid, report=imported))
         total = count_records(inp, fmt)
@@ -210,6 +215,7 @@ def score_file(inp: str | os.PathLike, out: str | os.PathLike, scorer: StepScore
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
+    report.seconds = time.perf_counter() - t0
     report.scored = len(values)
     report.mean_score = sum(values) / len(values) if values else None
     report.invalid = len(imported.skipped)
