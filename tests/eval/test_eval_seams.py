@@ -107,3 +107,29 @@ def test_eval_reads_the_output_of_prmkit_score(bench, fixture, tmp_path, capsys)
         assert a["splits"]["mini"] == b["splits"]["scored"]
     else:
         assert a["classes"] == b["classes"] and a["overall"] == b["overall"]
+
+
+# -- PRMBench: the error-free originals from the command line ------------------------------------------
+def test_eval_prmbench_originals_adds_the_correct_class_once_per_question(tmp_path, capsys):
+    rows = [json.loads(x) for x in (FIXTURES / "prmbench" / "mini.jsonl").read_text().splitlines()]
+    questions = {r["idx"] for r in rows}
+    out = tmp_path / "pb.json"
+    code, printed, err = run(["eval", "prmbench", FIXTURES / "prmbench" / "mini.jsonl", *SCRIPTED,
+                              "--originals", "--json", out], capsys)
+    assert code == 0, err
+    correct = json.loads(out.read_text())["prmbench"]["classes"]["correct"]
+    assert correct["n_traces"] == len(questions) < len(rows)  # one original per question, not per row
+    assert correct["n_error_steps"] == 0
+    assert correct["n_steps"] == sum(len(r["original_process"]) for r in {r["idx"]: r for r in rows}.values())
+    # without --originals there is no such row
+    assert run(["eval", "prmbench", FIXTURES / "prmbench" / "mini.jsonl", *SCRIPTED, "--json", out,
+                "--overwrite"], capsys)[0] == 0
+    assert "correct" not in json.loads(out.read_text())["prmbench"]["classes"]
+
+
+def test_eval_prmbench_originals_need_a_model_for_stored_scores(tmp_path, capsys):
+    scored = tmp_path / "scored.jsonl"
+    assert run(["score", FIXTURES / "prmbench" / "mini.jsonl", scored, *SCRIPTED], capsys)[0] == 0
+    code, _, err = run(["eval", "prmbench", scored, "--originals"], capsys)
+    assert (code, err) == (1, "error: prmbench: the error-free originals have no stored scores; give the "
+                              "PRM with --model DIR to score them\n")

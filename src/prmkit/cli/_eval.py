@@ -120,6 +120,9 @@ def prmbench(
         help="Rows whose error_steps point past the last step: exclude (default) or in_range (keep, "
              "score the steps in range). Counted either way.")] = "exclude",
     limit: Annotated[int | None, typer.Option(help="Only the first N rows of each file.")] = None,
+    originals: Annotated[bool, typer.Option(
+        "--originals", help="Also score each question's error-free original solution once (class "
+        "'correct', the official loader's extra row; needs --model).")] = False,
     batch_size: BatchOpt = 8,
     json_out: JsonOpt = None,
     allow_pickle: AllowPickleOpt = False,
@@ -133,8 +136,8 @@ def prmbench(
 
     output_file(json_out, overwrite)
     prm = _prm(model, scorer, scorer_arg, batch_size, allow_pickle)
-    result, skipped = prmbench_files(files, prm, key=key,
-                                     threshold=threshold, out_of_range=out_of_range, limit=limit)
+    result, skipped = prmbench_files(files, prm, key=key, threshold=threshold, out_of_range=out_of_range,
+                                     limit=limit, originals=originals)
     _unscored(skipped)
     _echo(result.lines())
     _save("prmbench", result.to_dict(), json_out)

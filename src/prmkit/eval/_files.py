@@ -21,7 +21,7 @@ from prmkit.data import detect_format, read
 from prmkit.errors import PrmkitError
 from prmkit.eval._card import card_from_provenance
 from prmkit.eval._derived import gsm8k_derived_traces
-from prmkit.eval._prmbench import PRMBenchResult, evaluate_prmbench
+from prmkit.eval._prmbench import PRMBenchResult, evaluate_prmbench, prmbench_with_originals
 from prmkit.eval._probes import run_probes
 from prmkit.eval._processbench import ProcessBenchResult, evaluate_processbench
 from prmkit.eval._report import load_results, write_report
@@ -104,13 +104,20 @@ def processbench_files(files: Sequence[str | os.PathLike], scorer: StepScorer | 
 
 def prmbench_files(files: Sequence[str | os.PathLike], scorer: StepScorer | None = None, *,
                    key: str = "prm", threshold: float = 0.5, out_of_range: str = "exclude",
-                   limit: int | None = None, progress: bool = True
+                   limit: int | None = None, progress: bool = True, originals: bool = False
                    ) -> tuple[PRMBenchResult, list[tuple[str, str]]]:
     """PRMBench on its JSONL files (one per error class, or the combined file), or on prmkit traces
-    made from them (``prmkit score`` output: without a ``scorer`` their stored scores are used)."""
+    made from them (``prmkit score`` output: without a ``scorer`` their stored scores are used).
+    ``originals`` adds each question's error-free original solution once (class "correct", as the
+    official loader does; :func:`~prmkit.eval.prmbench_with_originals`), which the ``scorer`` scores."""
     traces: list[Trace] = []
     for p in files:
         traces += _read_all(p, _benchmark_format(p, "prmbench"), limit)
+    if originals:
+        if scorer is None:
+            raise PrmkitError("prmbench: the error-free originals have no stored scores; give the PRM "
+                              "with --model DIR to score them")
+        traces = prmbench_with_originals(traces)
     s = score_for_eval(traces, scorer, key, "prmbench", progress=progress)
     return evaluate_prmbench(s.traces, key=key, threshold=threshold, out_of_range=out_of_range), s.skipped
 
