@@ -17,6 +17,13 @@ if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
+# The suite's hand-derived numbers are fp32 CPU numbers, and a model on a GPU loads in bf16 by default:
+# hide CUDA (before torch starts it) unless the GPU checks are asked for: PRMKIT_TEST_CUDA=1 pytest -m cuda
+# (tests/train/test_cuda.py compares the GPU paths with the CPU's).
+if os.environ.get("PRMKIT_TEST_CUDA") != "1":
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+
+
 def _shared_data() -> Path:
     env = os.environ.get("PRMKIT_SHARED_DATA")
     return Path(env) if env else REPO.parent / "shared" / "data"
