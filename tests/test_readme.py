@@ -74,6 +74,8 @@ HELP_CONTROLS: dict[str, tuple[str, str]] = {
                              "the same command on 2 traces"),
     "prmkit search": ("append", "--problems 1 -n 4 --m 2 --max-depth 2 --step-tokens 16"),
     "--num-processes 2": ("skip", "the README's training block runs this line"),
+    # the fixture set already holds runs/prm (a reader's first run has none): replace it, as asked
+    "--config tiny train=[traces.jsonl] output_dir=runs/prm": ("append", "--overwrite"),
     "accelerate launch": ("skip", "needs 8 GPUs"),
     "eval prmbench": ("append", "--limit 8"),
     "prmkit cache clear": ("env", "PRMKIT_CACHE=cache"),  # not the cache the other lines use

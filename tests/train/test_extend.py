@@ -46,3 +46,32 @@ def test_without_keep_final_checkpoint_a_finished_run_leaves_none(marker_files, 
     out = tmp_path / "run"
     train(config(marker_files, out, "max_steps=2"), log=lambda *a: None)
     assert not list(out.glob("checkpoint-*"))
+
+
+def test_the_command_refuses_to_replace_a_finished_model_unless_asked(marker_files, tmp_path, capsys):
+    from prmkit.cli import main
+
+    out = tmp_path / "run"
+    args = ["train", "prm", "--config", "tiny", f"train=[{marker_files['train']}]", f"output_dir={out}",
+            *QUIET, "max_steps=1"]
+
+    def run(*extra):
+        try:
+            main([*args, *extra])
+        except SystemExit as e:
+            return e.code or 0
+        return 0
+
+    assert run() == 0
+    before = (out / "model.safetensors").read_bytes()
+    capsys.readouterr()
+    assert run() == 1
+    assert capsys.readouterr().err == (f"error: {out}: already holds a trained model; pass --overwrite to replace "
+                                       "it (to extend a run instead, train it with keep_final_checkpoint=true, "
+                                       "then rerun with a larger max_steps)\n")
+    assert (out / "model.safetensors").read_bytes() == before
+    assert run("--overwrite", "seed=1") == 0 and (out / "model.safetensors").read_bytes() != before
+    # a run kept with its final checkpoint is extended without --overwrite: nothing is replaced
+    assert run("--overwrite", "keep_final_checkpoint=true") == 0
+    assert run("keep_final_checkpoint=true", "max_steps=2") == 0
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2"]

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
+from prmkit.cli._options import OverwriteOpt
 from prmkit.cli._paths import input_file, utf8_file
 
 if TYPE_CHECKING:
@@ -24,12 +25,18 @@ _PROCESSES_HELP = ("Train on this many CPU processes (DDP over gloo), started he
                    "accelerate launch --multi_gpu --num_processes N -m prmkit train ... instead.")
 
 
-def _run(kind: str, config: str | None, overrides: list[str] | None, num_processes: int) -> None:
-    from prmkit.train import launch, load_config
+def _run(kind: str, config: str | None, overrides: list[str] | None, num_processes: int,
+         overwrite: bool = False) -> None:
+    from prmkit.errors import PrmkitError
+    from prmkit.train import launch, load_config, replaces_finished_model
 
     if config is not None and Path(config).exists():  # else a shipped config's name
         utf8_file(input_file(config))
     cfg = load_config(config, list(overrides or []), kind=kind)
+    if not overwrite and replaces_finished_model(cfg):
+        raise PrmkitError(f"{cfg.output_dir}: already holds a trained model; pass --overwrite to replace "
+                          "it (to extend a run instead, train it with keep_final_checkpoint=true, then "
+                          "rerun with a larger max_steps)")
     _check_data(cfg)
     result = launch(cfg, num_processes, log=lambda msg: console.print(msg, highlight=False, soft_wrap=True))
     if result.eval:
@@ -56,6 +63,7 @@ def prm(
     overrides: Annotated[list[str] | None, typer.Argument(help=_OVERRIDE_HELP)] = None,
     config: Annotated[str | None, typer.Option("--config", "-c", help=_CONFIG_HELP)] = None,
     num_processes: Annotated[int, typer.Option("--num-processes", min=1, help=_PROCESSES_HELP)] = 1,
+    overwrite: OverwriteOpt = False,
 ) -> None:
     """Train a PRM on step labels.
 
@@ -63,7 +71,7 @@ def prm(
     On 2 CPU processes: prmkit train prm --num-processes 2 --config tiny train=[traces.jsonl]
     On 8 GPUs: accelerate launch --multi_gpu --num_processes 8 -m prmkit train prm --config ...
     """
-    _run("prm", config, overrides, num_processes)
+    _run("prm", config, overrides, num_processes, overwrite)
 
 
 @app.command()
@@ -71,12 +79,13 @@ def orm(
     overrides: Annotated[list[str] | None, typer.Argument(help=_OVERRIDE_HELP)] = None,
     config: Annotated[str | None, typer.Option("--config", "-c", help=_CONFIG_HELP)] = None,
     num_processes: Annotated[int, typer.Option("--num-processes", min=1, help=_PROCESSES_HELP)] = 1,
+    overwrite: OverwriteOpt = False,
 ) -> None:
     """Train an ORM (one outcome label per trace) on the same backbones and inputs as a PRM.
 
     Example: prmkit train orm --config tiny train=[traces.jsonl] output_dir=runs/orm
     """
-    _run("orm", config, overrides, num_processes)
+    _run("orm", config, overrides, num_processes, overwrite)
 
 
 @app.command()

@@ -10,11 +10,18 @@ from prmkit.train._config import ConfigError, LoraSettings, TrainConfig, example
 from prmkit.train._data import DataReport, encode_traces, length_batches, outcome_target, step_targets
 from prmkit.train._launch import launch
 from prmkit.train._policy_sft import PolicySFTConfig, sft_policy
-from prmkit.train._trainer import TRAIN_AUTO, TrainResult, evaluate_encoded, position_loss, train
+from prmkit.train._trainer import (
+    TRAIN_AUTO,
+    TrainResult,
+    evaluate_encoded,
+    position_loss,
+    replaces_finished_model,
+    train,
+)
 
 __all__ = [
     "ConfigError", "LoraSettings", "TrainConfig", "example_configs", "load_config",
     "DataReport", "encode_traces", "length_batches", "outcome_target", "step_targets",
-    "TRAIN_AUTO", "TrainResult", "evaluate_encoded", "position_loss", "train",
+    "TRAIN_AUTO", "TrainResult", "evaluate_encoded", "position_loss", "replaces_finished_model", "train",
     "launch", "PolicySFTConfig", "sft_policy",
 ]

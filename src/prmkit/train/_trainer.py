@@ -38,12 +38,12 @@ from typing import Any
 
 from prmkit.errors import MissingDependencyError, PrmkitError
 from prmkit.eval import auroc, first_error_accuracy
-from prmkit.models import Encoded, RewardModel, fp32_attention, resolve_precision
+from prmkit.models import RM_CONFIG, Encoded, RewardModel, fp32_attention, resolve_precision
 from prmkit.provenance import TrainProvenance
 from prmkit.train._config import TrainConfig
 from prmkit.train._data import DataReport, encode_traces, length_batches, read_trace_files, split_by_problem
 
-__all__ = ["train", "TrainResult", "evaluate_encoded", "position_loss"]
+__all__ = ["train", "TrainResult", "evaluate_encoded", "position_loss", "replaces_finished_model"]
 
 CHECKPOINT_PREFIX = "checkpoint-"
 STATE_FILE = "trainer_state.json"
@@ -222,6 +222,15 @@ def _resume_mismatch(cfg: TrainConfig, saved: dict[str, Any]) -> list[str]:
     return [f"{k}: checkpoint has {saved[k]!r}, config has {now.get(k)!r}"
             for k in RESUME_KEYS if json.dumps(saved[k], sort_keys=True, default=str)
             != json.dumps(now.get(k), sort_keys=True, default=str)]
+
+
+def replaces_finished_model(cfg: TrainConfig) -> bool:
+    """Whether training ``cfg`` would replace a finished model: ``cfg.output_dir`` holds one and no
+    checkpoint this run would resume from (a run kept with ``keep_final_checkpoint`` is extended,
+    an interrupted one resumed; neither replaces anything). ``prmkit train`` refuses such a run
+    unless ``--overwrite``."""
+    out = Path(cfg.output_dir)
+    return (out / RM_CONFIG).is_file() and not (cfg.resume and _checkpoints(out))
 
 
 # -- the run ------------------------------------------------------------------------------------------------
