@@ -45,3 +45,13 @@ def test_seconds_are_summed_over_resumed_runs(tmp_path, clock):
 
     fresh = demo._Stages(tmp_path, cfg, overwrite=True)  # --overwrite starts the count afresh
     assert fresh.seconds() == 0 and fresh.times == {}
+
+
+def test_the_report_shows_seconds_to_a_tenth_whatever_their_size(tmp_path):
+    from prmkit.eval import write_report
+
+    meta = {"title": "t", "seconds": 421.25, "stage_seconds": {"sample": 165.83, "train ORM": 18.0,
+                                                               "Monte Carlo": 37.1}}
+    md = write_report({"meta": meta}, tmp_path)["markdown"].read_text()
+    assert "| Seconds | 421.2 |" in md
+    assert "| sample | 165.8 |" in md and "| train ORM | 18.0 |" in md and "| Monte Carlo | 37.1 |" in md

@@ -567,11 +567,18 @@ def _labels(doc: ReportDoc, lab: Mapping[str, Any], figs: set[str]) -> None:
     _leftover(doc, lab, ("sources", "pairs", "first_error_agreement", "first_error_traces", "traces"), 3)
 
 
+def _seconds(x: Any) -> str:
+    """A duration to a tenth of a second (``37.1``, ``165.8``), whatever its magnitude."""
+    if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x):
+        return f"{x:.1f}"
+    return _auto("seconds", x)
+
+
 def _meta(doc: ReportDoc, meta: Mapping[str, Any], figs: set[str]) -> None:
     rows = []
     for key, title in (("title", "Title"), ("created", "Created"), ("seconds", "Seconds")):
         if key in meta:
-            rows.append([title, _auto(key, meta[key])])
+            rows.append([title, _seconds(meta[key]) if key == "seconds" else _auto(key, meta[key])])
     if "stage_seconds" in meta and not isinstance(meta["stage_seconds"], Mapping):
         rows.append(["Seconds by stage", _auto("stage_seconds", meta["stage_seconds"])])
     doc.table(["Field", "Value"], rows)
@@ -581,7 +588,7 @@ def _meta(doc: ReportDoc, meta: Mapping[str, Any], figs: set[str]) -> None:
     stages = meta.get("stage_seconds")
     if isinstance(stages, Mapping) and stages:  # (anything else is in the table above)
         doc.heading(3, "Seconds by stage")
-        doc.table(["Stage", "Seconds"], [[str(k), _auto(k, v)] for k, v in stages.items()])
+        doc.table(["Stage", "Seconds"], [[str(k), _seconds(v)] for k, v in stages.items()])
     for key, title in (("data", "Data"), ("models", "Models"), ("seeds", "Seeds"), ("settings", "Settings")):
         if key in meta:
             doc.heading(3, title)
