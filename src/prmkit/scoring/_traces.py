@@ -153,12 +153,12 @@ class ScoreReport:
     seconds: float = 0.0
 
     def lines(self) -> list[str]:
-        """A summary for the terminal: one line, then up to ten unscored traces."""
+        """A summary for the terminal: one line, up to ten unscored traces, then the time and rate."""
         mean = f"; mean trace score {self.mean_score:.4f}" if self.mean_score is not None else ""
         agg = f", {self.aggregate}" if self.aggregate else ""
         rate = f" ({self.traces / self.seconds:.1f} traces/s)" if self.seconds > 0 else ""
         out = [f"{self.out}: {self.traces} traces, {self.scored} scored by {self.scorer} "
-               f"({self.kind}{agg}){mean}", f"{self.seconds:.1f} s{rate}"]
+               f"({self.kind}{agg}){mean}"]
         if self.partial:
             out.append(f"{self.partial} of {self.scored} scored only in part (steps past max_length "
                        f"unscored; meta.scored_steps says how many were): their trace score covers "
@@ -168,6 +168,7 @@ class ScoreReport:
         out += [f"unscored {tid}: {why}" for tid, why in self.skipped[:10]]
         if len(self.skipped) > 10:
             out.append(f"… and {len(self.skipped) - 10} more unscored")
+        out.append(f"{self.seconds:.1f} s{rate}")
         return out
 
 
