@@ -85,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--likelihood", action="store_true",
                     help="also score with the training-free likelihood scorer (the default policy's "
                          "surprise at each step's tokens) and compare the PRM with it")
+    ap.add_argument("--likelihood-reduce", default="min", choices=["min", "mean", "result"],
+                    help="what the likelihood scorer reads of a step: its most surprising token (min), the "
+                         "mean, or the most surprising token of the values it claims (result: after '=')")
     ap.add_argument("--json", default=None, help="also write the report sections here")
     args = ap.parse_args(argv)
 
@@ -115,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.likelihood:
         from prmkit.scoring import LikelihoodScorer
 
-        score_traces(LikelihoodScorer(batch_size=args.batch_size), traces, "likelihood", aggregate="min")
+        score_traces(LikelihoodScorer(batch_size=args.batch_size, reduce=args.likelihood_reduce), traces,
+                     "likelihood", aggregate="min")
 
     report = bon_report(traces, bootstrap=args.bootstrap, seed=args.seed)
     curves = report.curves
@@ -144,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
                         comparisons=pairs)
         for m in lik:
             print(f"  {m.name:22s} {_pct(lc.acc[m.name][j])} [{_pct(lc.lo[m.name][j])}, "
-                  f"{_pct(lc.hi[m.name][j])}]  (training-free: the default policy's token log-probs)")
+                  f"{_pct(lc.hi[m.name][j])}]  (training-free: the default policy's token log-probs, "
+                  f"reduce={args.likelihood_reduce})")
         for a, b in pairs:
             print(f"  {a} − {b}: {_pts(lc.compare(a, b, n))}")
         lm = step_metrics_for(traces, key="likelihood", label_source="symbolic").to_dict()

@@ -77,6 +77,38 @@ def test_a_changed_result_changes_only_its_own_step_and_later(policy):
     assert abs(sa[1] - sb[1]) > 1e-4
 
 
+def test_result_reads_only_the_claimed_values(policy):
+    # reduce="result": the least likely token of the numbers after "=" or "answer is"; "12" claims nothing
+    tr = _trace(3, ["3 + 15 = 18, so 12.", "Nothing to check here.", "The answer is 18."])
+    got = LikelihoodScorer(policy=policy, reduce="result").score([tr])[0]
+    assert got[1] is None  # no claimed value: no evidence either way
+    tok, lm = policy.tokenizer, policy.model
+    prompt = policy.render(GenerationRequest(rollout_messages(tr, None, policy.prompt_shots)))
+    body = "\n".join(s.text for s in tr.steps)
+    enc = tok(prompt + body, add_special_tokens=False, return_offsets_mapping=True)
+    ids, offsets = enc["input_ids"], enc["offset_mapping"]
+    with torch.inference_mode():
+        lp = torch.log_softmax(lm(input_ids=torch.tensor([ids])).logits[0].float(), -1)
+
+    def char_lp(c: int) -> float:  # log-prob of the token holding character c, read at the one before it
+        i = next(k for k, (a, b) in enumerate(offsets) if a <= c < b)
+        return lp[i - 1, ids[i]].item()
+
+    first = len(prompt) + body.index("= 18") + 2
+    last = len(prompt) + body.rindex("18")
+    assert math.log(got[0]) == pytest.approx(min(char_lp(first), char_lp(first + 1)), abs=1e-5)
+    assert math.log(got[2]) == pytest.approx(min(char_lp(last), char_lp(last + 1)), abs=1e-5)
+    # a subset of the step's tokens: never below the step's own minimum, and "12" is not read
+    low = LikelihoodScorer(policy=policy, reduce="min").score([tr])[0]
+    assert got[0] >= low[0] and got[2] >= low[2]
+    # "12" is read by mean but not by result: changing it moves mean's score of the step, not result's
+    other = _trace(3, ["3 + 15 = 18, so 97.", "Nothing to check here.", "The answer is 18."])
+    assert math.log(LikelihoodScorer(policy=policy, reduce="result").score([other])[0][0]) == \
+        pytest.approx(math.log(got[0]), abs=1e-6)
+    mean = LikelihoodScorer(policy=policy, reduce="mean")
+    assert mean.score([other])[0][0] != pytest.approx(mean.score([tr])[0][0], rel=1e-6)
+
+
 def test_registry_and_bad_options(policy, tiny_lm):
     assert "likelihood" in SCORERS
     s = load_scorer("likelihood", None, {"model": tiny_lm, "adapter": "none", "reduce": "mean"})
@@ -84,7 +116,7 @@ def test_registry_and_bad_options(policy, tiny_lm):
     assert s.kind == "prm" and s.name.endswith(":mean")
     assert _logs(s.score([tr])[0]) == pytest.approx(
         _logs(LikelihoodScorer(policy=policy, reduce="mean").score([tr])[0]), abs=1e-5)
-    with pytest.raises(PrmkitError, match="reduce must be one of min, mean"):
+    with pytest.raises(PrmkitError, match="reduce must be one of min, mean, result"):
         LikelihoodScorer(policy=policy, reduce="max")
     with pytest.raises(PrmkitError, match="needs a local transformers policy"):
         LikelihoodScorer(policy=object())

@@ -4,7 +4,9 @@ Each trace is read by a causal LM (by default the default policy: SmolLM2-135M-I
 shipped arith adapter) after the prompt the trace was generated with (its ``generate`` provenance,
 else the default prompt: :func:`~prmkit.labelers.rollout_messages`). The log-probability the LM gives
 every token it reads is reduced over each step's tokens — ``min`` (the step's most surprising token),
-or ``mean`` (per-token) — and the step's score is ``exp`` of it, a number in (0, 1].
+``mean`` (per-token), or ``result`` (the most surprising token of the values the step claims: numbers
+after ``=`` or "answer is", :data:`RESULT`; a step that claims none gets None, no evidence either way)
+— and the step's score is ``exp`` of it, a number in (0, 1].
 
 Why it is here: it is the baseline a trained PRM has to beat besides outcome checking and voting. An
 arithmetic slip such as ``72 - 15 = 49`` is a token the LM did not expect after ``72 - 15 =``; on real
@@ -23,6 +25,7 @@ and the padding is masked.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,7 +34,16 @@ from prmkit.trace import Trace
 
 __all__ = ["LikelihoodScorer"]
 
-REDUCTIONS = ("min", "mean")
+REDUCTIONS = ("min", "mean", "result")
+
+#: What ``reduce="result"`` reads: the value a step claims — a number after ``=`` or after "answer is"
+#: (``72 - 15 = 49``, ``The answer is 94``). Group 1 is the number.
+RESULT = re.compile(r"(?:=|\banswer is:?)\s*\$?\s*(-?\d[\d,]*(?:\.\d+)?)", re.IGNORECASE)
+
+
+def _results(text: str, lo: int, hi: int) -> list[tuple[int, int]]:
+    """Character ranges of the claimed values (:data:`RESULT`) inside ``text[lo:hi]``."""
+    return [(lo + m.start(1), lo + m.end(1)) for m in RESULT.finditer(text[lo:hi])]
 
 
 def _step_spans(trace: Trace, start: int) -> tuple[str, list[tuple[int, int]]]:
@@ -54,8 +66,8 @@ class LikelihoodScorer:
     """Scores each step by ``exp(reduce(token log-probs))`` under a causal LM (see the module docs).
 
     ``model`` / ``adapter``: as for the ``hf`` policy (None and ``"default"``: the default policy);
-    ``policy``: an already loaded ``hf`` policy to read with instead; ``reduce``: ``min`` or
-    ``mean``; ``shots``: worked examples in the prompt when the trace does not record its own
+    ``policy``: an already loaded ``hf`` policy to read with instead; ``reduce``: ``min``,
+    ``mean`` or ``result``; ``shots``: worked examples in the prompt when the trace does not record its own
     (default: the policy's preference); ``batch_size``: traces per forward pass.
     """
 
@@ -119,23 +131,27 @@ class LikelihoodScorer:
         lp = lp.cpu().tolist()
         offsets = enc["offset_mapping"].tolist()
         out = []
-        for r, (_, spans) in enumerate(rows):
+        for r, (text, spans) in enumerate(rows):
             per_step: list[list[float]] = [[] for _ in spans]
+            # the ranges each step's tokens are read from: the whole step, or its claimed values
+            ranges = [[sp] if self.reduce != "result" else _results(text, *sp) for sp in spans]
             n = int(mask[r].sum())
             for i in range(1, n):  # token i is predicted at position i - 1
                 a, b = offsets[r][i]
                 if b <= a:
                     continue
                 for k, (s0, s1) in enumerate(spans):
-                    if s0 <= a < s1:
-                        per_step[k].append(lp[r][i - 1])
+                    if s0 <= a < s1 or (self.reduce == "result" and a < s1 and b > s0):
+                        # a token overlapping a claimed value counts (" 49" starts at its space)
+                        if any(a < c1 and b > c0 for c0, c1 in ranges[k]):
+                            per_step[k].append(lp[r][i - 1])
                         break
             scores: list[float | None] = []
             for vals in per_step:
                 if not vals:
                     scores.append(None)
                 else:
-                    v = min(vals) if self.reduce == "min" else sum(vals) / len(vals)
+                    v = sum(vals) / len(vals) if self.reduce == "mean" else min(vals)
                     scores.append(math.exp(v))
             out.append(scores)
         return out
