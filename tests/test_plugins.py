@@ -184,7 +184,8 @@ def test_the_plugin_labeler_labels_from_the_command_line(site, tmp_path, traces)
     assert got == [[1, 1], [-1, 1], [1, 1, 1]]
     lab = next(read_traces(out)).steps[0].labels[-1]
     assert (lab.labeler, lab.args) == ("example_keywords", {"words": ["wrong"], "seed": 4})  # no k
-    unknown = prmkit("label", "--method", "nope", str(traces), str(out), site=site, cwd=tmp_path, ok=False)
+    unknown = prmkit("label", "--method", "nope", str(traces), str(tmp_path / "new.jsonl"), site=site,
+                     cwd=tmp_path, ok=False)  # a new OUT: an existing one is refused first
     assert unknown.returncode == 1
     assert "error: unknown labeler 'nope'; known: advantage, binary, consensus, example_keywords, " \
            "judge, mc, symbolic" in unknown.stderr
