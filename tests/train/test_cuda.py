@@ -45,12 +45,12 @@ def test_training_on_the_gpu_uses_bf16_and_scores_like_the_cpu(marker_files, tmp
     # the saved folder scores the same on both devices at fp32 (invariants are fp32 numbers)
     cpu = RewardModel.from_pretrained(result.output_dir, device="cpu", dtype="float32").score(_traces())
     gpu = RewardModel.from_pretrained(result.output_dir, device="cuda", dtype="float32").score(_traces())
-    for a, b in zip(cpu, gpu):
+    for a, b in zip(cpu, gpu, strict=True):
         assert a == pytest.approx(b, abs=1e-4)
     # bf16 on the GPU (the default dtype there) stays within bf16's rounding of the fp32 scores
     half = RewardModel.from_pretrained(result.output_dir, device="cuda")
     assert next(half.model.parameters()).dtype == torch.bfloat16
-    for a, b in zip(cpu, half.score(_traces())):
+    for a, b in zip(cpu, half.score(_traces()), strict=True):
         assert a == pytest.approx(b, abs=3e-2)
 
 
@@ -60,7 +60,7 @@ def test_causal_backbone_check_runs_on_the_gpu(tmp_path):
     assert rm.is_causal and rm.device.type == "cuda"
     cpu = RewardModel.from_backbone(folder, causal=True, seed=1, device="cpu", dtype="float32")
     gpu = RewardModel.from_backbone(folder, causal=True, seed=1, device="cuda", dtype="float32")
-    for a, b in zip(cpu.score(_traces()), gpu.score(_traces())):
+    for a, b in zip(cpu.score(_traces()), gpu.score(_traces()), strict=True):
         assert a == pytest.approx(b, abs=1e-4)
 
 
@@ -73,7 +73,7 @@ def test_likelihood_scorer_and_hf_sampling_on_the_gpu(tmp_path):
     assert gpu_pol.device.startswith("cuda")
     cpu = LikelihoodScorer(policy=cpu_pol, reduce="mean").score(_traces())
     gpu = LikelihoodScorer(policy=gpu_pol, reduce="mean").score(_traces())
-    for a, b in zip(cpu, gpu):
+    for a, b in zip(cpu, gpu, strict=True):
         assert a == pytest.approx(b, rel=1e-3)
     # greedy continuation of a prefix: the same tokens on both devices at fp32
     req = [GenerationRequest([{"role": "user", "content": "2 + 2 ="}], prefix="4", key="k")]
