@@ -63,11 +63,14 @@ class GenerationRequest:
 
     ``key`` identifies the request for seeding (say ``"arith-0-17"`` or ``"arith-0-17#s3/step2"``):
     the same key and seed give the same completions whatever batch the request is in.
+    ``tools``: OpenAI tool schemas for a backend with tool calling (``openai_compat`` sends them and
+    returns the model's calls in ``Completion.meta["tool_calls"]``); other backends ignore them.
     """
 
     messages: list[dict[str, Any]]
     prefix: str = ""
     key: str = ""
+    tools: list[dict[str, Any]] | None = None
 
 
 @dataclass

@@ -324,6 +324,8 @@ class OpenAICompatPolicy:
                 body["continue_final_message"] = True
                 body["add_generation_prompt"] = False
             body["messages"] = messages
+            if req.tools:
+                body["tools"] = req.tools
             fallback_key = json.dumps(req.messages, sort_keys=True, default=str) + req.prefix
         else:
             body["prompt"] = self._render(req.messages, req.prefix)
@@ -450,6 +452,9 @@ class OpenAICompatPolicy:
                 meta["seed"] = body["seed"]
             if raw_finish not in ("stop", "length"):
                 meta["server_finish_reason"] = raw_finish
+            calls = choice.get("message", {}).get("tool_calls") if self.mode == "chat" else None
+            if isinstance(calls, list) and calls:
+                meta["tool_calls"] = calls
             # usage counts all choices of a response together, so it is per-completion only with one.
             if isinstance(completion_tokens, int) and expected == 1:
                 num_tokens = completion_tokens
@@ -480,6 +485,8 @@ class OpenAICompatPolicy:
         content = message.get("content")
         if isinstance(content, list):
             content = _content_text(content)
+        if content is None and message.get("tool_calls"):  # a tool call without text
+            content = ""
         if not isinstance(content, str):
             raise PolicyResponseError(
                 f"response from {url}: choices[{j}].message.content is missing "
