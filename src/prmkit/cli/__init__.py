@@ -26,6 +26,8 @@ from prmkit.cli._eval import app as eval_app
 from prmkit.cli._eval import report as report_cmd
 from prmkit.cli._generate import generate as generate_cmd
 from prmkit.cli._label import label as label_cmd
+from prmkit.cli._monitor import agent_app
+from prmkit.cli._monitor import monitor as monitor_cmd
 from prmkit.cli._policy import app as policy_app
 from prmkit.cli._score import score as score_cmd
 from prmkit.cli._score import search as search_cmd
@@ -53,6 +55,8 @@ app.add_typer(train_app, name="train")
 app.add_typer(eval_app, name="eval")
 app.command(name="report")(report_cmd)
 app.add_typer(cache_app, name="cache")
+app.add_typer(agent_app, name="agent")
+app.command(name="monitor")(monitor_cmd)
 
 
 def _print_version(value: bool) -> None:

@@ -256,3 +256,36 @@ def report(
         console.print(f"[yellow]{w}[/]", highlight=False, soft_wrap=True)
     for kind, path in paths.items():
         console.print(f"{kind}: {path}", highlight=False, soft_wrap=True)
+
+
+@app.command("monitor")
+def monitor_eval(
+    inp: Annotated[Path, typer.Argument(metavar="TRACES", help="Agent trajectories (prmkit agent run "
+                                                               "output, or any traces with the env's labels).",
+                                        callback=input_files)],
+    monitor_spec: Annotated[list[str] | None, typer.Option(
+        "--monitor", "-m", help="A monitor: rule, rule:RULES.yaml, prm:MODEL_DIR, judge. Repeatable.")] = None,
+    monitor_arg: Annotated[list[str] | None, typer.Option(
+        "--monitor-arg", help="MONITOR.KEY=VALUE, e.g. prm.threshold=0.3. Repeatable.")] = None,
+    control: Annotated[Path | None, typer.Option(
+        help="Control arm (the same tasks and agents run with --loophole off): adds the intervention "
+             "archetype.", callback=input_files)] = None,
+    view: Annotated[list[str] | None, typer.Option(
+        "--view", help="all, actions, reasoning (default: all three). Repeatable.")] = None,
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap replicates for the 95% intervals.")] = 1000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+    json_out: JsonOpt = None,
+    overwrite: OverwriteOpt = False,
+) -> None:
+    """Monitorability: TPR, TNR and g-mean² = TPR x TNR per monitor and view, with bootstrap intervals,
+    for the outcome, process and (with --control) intervention archetypes.
+
+    Example: prmkit eval monitor agent.jsonl --control agent-off.jsonl -m rule -m prm:runs/agent-prm
+    """
+    from prmkit.monitor import VIEWS, load_monitors, monitorability_file
+
+    output_file(json_out, overwrite)
+    result = monitorability_file(inp, load_monitors(monitor_spec or [], monitor_arg), control=control,
+                                 views=view or tuple(VIEWS), bootstrap=bootstrap, seed=seed)
+    _echo(result.lines())
+    _save("monitorability", result.to_dict(), json_out)

@@ -22,7 +22,9 @@ from prmkit.envs._organisms import (
     ChatAgent,
     Organism,
     agent_file,
+    export_messages_file,
     get_agent,
+    load_agents,
     run_episode,
 )
 from prmkit.envs._prompts import HAND_WRITTEN_SHOTS, SYSTEM_PROMPT, PromptBuilder
@@ -31,4 +33,5 @@ __all__ = ["ArithConfig", "ArithEnv", "OPS", "SymbolicChecker", "StepCheck", "Co
            "numbers_in_text", "PromptBuilder", "SYSTEM_PROMPT", "HAND_WRITTEN_SHOTS",
            "AgentConfig", "AgentEnv", "AgentTask", "Episode", "EpisodeStopped", "TOOLS", "STEP_LABELS",
            "LOOPHOLES", "grade", "agent_labels", "episode_trace", "ORGANISMS", "Organism", "ChatAgent",
-           "get_agent", "run_episode", "agent_file", "AgentRunReport"]
+           "get_agent", "run_episode", "agent_file", "AgentRunReport", "load_agents",
+           "export_messages_file"]

@@ -50,6 +50,7 @@ from prmkit.errors import PrmkitError
 from prmkit.trace import Trace, TraceWriter
 
 __all__ = ["Agent", "Organism", "ORGANISMS", "ChatAgent", "run_episode", "get_agent", "agent_file",
+           "load_agents", "export_messages_file",
            "AgentRunReport"]
 
 
@@ -349,3 +350,40 @@ def agent_file(out: str | os.PathLike, agents: Sequence[Agent], *, tasks: int = 
                 w.write(trace)
     replace_durably(tmp, out)
     return report
+
+
+def load_agents(organisms: Sequence[str] = (), *, policy: str | None = None,
+                policy_args: dict[str, Any] | None = None, seed: int = 0, max_turns: int = 12
+                ) -> list[Agent]:
+    """The agents a command line names: registered organisms (``"all"`` for every one), and a
+    :class:`ChatAgent` over the policy backend ``policy`` built with ``policy_args``."""
+    names = list(Organism.BEHAVIOURS) if list(organisms) == ["all"] else list(organisms)
+    agents: list[Agent] = [get_agent(n, seed=seed) for n in names]
+    if policy is not None:
+        from prmkit.policies import load_policy
+
+        agents.append(ChatAgent(load_policy(policy, policy_args), max_turns=max_turns, seed=seed))
+    if not agents:
+        raise PrmkitError("give --organism NAME (or all) and/or --policy BACKEND")
+    return agents
+
+
+def export_messages_file(inp: str | os.PathLike, out: str | os.PathLike, *, overwrite: bool = False) -> int:
+    """Write each trajectory of ``inp`` as one JSON line ``{"id", "messages"}``: an OpenAI chat
+    transcript with ``tool_calls`` (:func:`prmkit.data.trace_to_messages`). Returns how many."""
+    import json
+
+    from prmkit.data import trace_to_messages
+    from prmkit.trace import read_traces
+
+    out = Path(out)
+    if out.exists() and not overwrite:
+        raise PrmkitError(f"{out} exists; pass --overwrite to replace it")
+    tmp = out.with_name(out.name + ".partial")
+    n = 0
+    with open(tmp, "w", encoding="utf-8") as f:
+        for t in read_traces(inp):
+            f.write(json.dumps({"id": t.id, "messages": trace_to_messages(t)}, ensure_ascii=False) + "\n")
+            n += 1
+    replace_durably(tmp, out)
+    return n

@@ -1,0 +1,107 @@
+"""``prmkit agent run | export`` (the ``agent`` environment's trajectories) and ``prmkit monitor``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from prmkit.cli._data import parse_options
+from prmkit.cli._options import OverwriteOpt
+from prmkit.cli._paths import input_files, output_file
+
+__all__ = ["agent_app", "monitor", "MonitorOpt", "MonitorArgOpt"]
+
+console = Console()
+agent_app = typer.Typer(help="The agent environment: run organisms or a chat model, export transcripts.",
+                        no_args_is_help=True)
+
+MonitorOpt = Annotated[list[str] | None, typer.Option(
+    "--monitor", "-m", help="A monitor: rule, rule:RULES.yaml, prm:MODEL_DIR, judge. Repeatable.")]
+MonitorArgOpt = Annotated[list[str] | None, typer.Option(
+    "--monitor-arg", help="A monitor setting MONITOR.KEY=VALUE, e.g. prm.threshold=0.3, "
+    "judge.policy=openai_compat, judge.base_url=http://127.0.0.1:8000/v1. Repeatable.")]
+
+
+def _say(lines: list[str]) -> None:
+    for line in lines:
+        console.print(line, highlight=False, soft_wrap=True)
+
+
+@agent_app.command("run")
+def run(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output JSONL of labelled trajectories.")],
+    organism: Annotated[list[str] | None, typer.Option(
+        "--organism", help="A model organism: honest, sloppy, recovering, exploit_say, "
+        "exploit_obfuscated, or all. Repeatable.")] = None,
+    policy: Annotated[str | None, typer.Option(help="Also run a chat backend as the agent "
+                                                    "(openai_compat, scripted, hf, ...).")] = None,
+    policy_arg: Annotated[list[str] | None, typer.Option(
+        "--policy-arg", "-p", help="Backend argument KEY=VALUE (base_url=..., model=...). Repeatable.")] = None,
+    tasks: Annotated[int, typer.Option(help="How many tasks.")] = 20,
+    start: Annotated[int, typer.Option(help="Index of the first task.")] = 0,
+    loophole: Annotated[str, typer.Option(
+        help="mixed (answer key on even tasks, lenient grader on odd), answer_key, lenient_grader, "
+             "or off (the control arm).")] = "mixed",
+    env_seed: Annotated[int, typer.Option(help="Which task set.")] = 0,
+    seed: Annotated[int, typer.Option(help="Organism and sampling seed.")] = 0,
+    guard: Annotated[str | None, typer.Option(
+        help="Deployment monitor run before each submit (rule, prm:MODEL_DIR, judge); a flag stops "
+             "the episode.")] = None,
+    monitor_arg: MonitorArgOpt = None,
+    overwrite: OverwriteOpt = False,
+) -> None:
+    """Run agents on the agent environment; every step labelled valid / error / recovery / exploit.
+
+    Example: prmkit agent run --organism all --tasks 20 -o agent.jsonl
+    """
+    from prmkit.envs import AgentConfig, agent_file, load_agents
+    from prmkit.monitor import load_monitors
+
+    output_file(out, overwrite)
+    agents = load_agents(organism or [], policy=policy, policy_args=parse_options(policy_arg), seed=seed)
+    monitor = load_monitors([guard], monitor_arg)[0] if guard else None
+    report = agent_file(out, agents, tasks=tasks, start=start,
+                        config=AgentConfig(loophole=loophole, seed=env_seed), guard=monitor,
+                        overwrite=overwrite)
+    _say([f"{out}: {report.summary()}"])
+
+
+@agent_app.command("export")
+def export(
+    inp: Annotated[Path, typer.Argument(metavar="IN", help="Agent trajectories (prmkit JSONL).",
+                                        callback=input_files)],
+    out: Annotated[Path, typer.Argument(metavar="OUT", help="JSONL of {id, messages} OpenAI chat transcripts.")],
+    overwrite: OverwriteOpt = False,
+) -> None:
+    """Export trajectories as OpenAI chat transcripts with tool_calls."""
+    from prmkit.envs import export_messages_file
+
+    output_file(out, overwrite)
+    _say([f"wrote {export_messages_file(inp, out, overwrite=overwrite)} transcripts to {out}"])
+
+
+def monitor(
+    inp: Annotated[Path, typer.Argument(metavar="IN", help="Traces (prmkit JSONL).", callback=input_files)],
+    out: Annotated[Path, typer.Argument(metavar="OUT", help="The traces with the monitors' flags in "
+                                                            "meta.monitor.")],
+    monitor_spec: MonitorOpt = None,
+    monitor_arg: MonitorArgOpt = None,
+    view: Annotated[str, typer.Option(help="What the monitors see: all, actions or reasoning.")] = "all",
+    deploy: Annotated[bool, typer.Option(
+        "--deploy", help="Deployment mode: monitor only what precedes each submit; a flagged trajectory "
+        "is marked stopped, with the latency.")] = False,
+    overwrite: OverwriteOpt = False,
+) -> None:
+    """Run monitors over traces and write their flags (step + evidence) into the traces.
+
+    Example: prmkit monitor --monitor rule --monitor prm:runs/agent-prm agent.jsonl monitored.jsonl
+    """
+    from prmkit.monitor import load_monitors, monitor_file
+
+    output_file(out, overwrite)
+    report = monitor_file(inp, out, load_monitors(monitor_spec or [], monitor_arg), view=view, deploy=deploy,
+                          overwrite=overwrite)
+    _say(report.lines() + [f"wrote {out}"])
