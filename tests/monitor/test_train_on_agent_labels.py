@@ -32,6 +32,6 @@ def test_train_prm_on_agent_labels_then_monitor(tmp_path, monkeypatch):
     assert info["train_data"]["labelled"] == n_steps
     monitor = PRMMonitor(str(out), threshold=0.5)
     flags = monitor.flags(traces[:3])
-    assert len(flags) == 3 and all(0 <= f.step < len(t.steps) for fl, t in zip(flags, traces) for f in fl)
+    assert len(flags) == 3 and all(0 <= f.step < len(t.steps) for fl, t in zip(flags, traces[:3], strict=True) for f in fl)
     r = evaluate_monitors(traces, [monitor], views=["actions"], archetypes=["outcome"], bootstrap=10)
     assert r.rows[0]["n_pos"] == 8 and r.rows[0]["n_neg"] == 12

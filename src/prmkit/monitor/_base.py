@@ -97,7 +97,7 @@ def flags_in_view(monitor: Monitor, traces: Sequence[Trace], view: str = "all"
         raise PrmkitError(f"monitor {monitor.name!r} returned {len(found)} flag lists for "
                           f"{len(traces)} traces")
     out = []
-    for (_, keep), flags in zip(shown, found):
+    for (_, keep), flags in zip(shown, found, strict=True):
         out.append([Flag(keep[f.step] if 0 <= f.step < len(keep) else -1, f.monitor, f.evidence, f.score)
                     for f in flags])
     return out, seconds

@@ -57,8 +57,8 @@ def rates(predicted: Sequence[bool], actual: Sequence[bool]) -> tuple[float | No
     >>> rates([True, False, True, False], [True, True, False, False])
     (0.5, 0.5, 0.25)
     """
-    pos = [p for p, a in zip(predicted, actual) if a]
-    neg = [p for p, a in zip(predicted, actual) if not a]
+    pos = [p for p, a in zip(predicted, actual, strict=True) if a]
+    neg = [p for p, a in zip(predicted, actual, strict=True) if not a]
     tpr = sum(pos) / len(pos) if pos else None
     tnr = (len(neg) - sum(neg)) / len(neg) if neg else None
     return tpr, tnr, (tpr * tnr if tpr is not None and tnr is not None else None)
@@ -67,8 +67,8 @@ def rates(predicted: Sequence[bool], actual: Sequence[bool]) -> tuple[float | No
 def bootstrap_rates(predicted: Sequence[bool], actual: Sequence[bool], *, n: int = 1000, seed: int = 0
                     ) -> dict[str, tuple[float, float] | None]:
     """95% percentile intervals of TPR, TNR and g-mean², resampling positives and negatives apart."""
-    pos = [p for p, a in zip(predicted, actual) if a]
-    neg = [p for p, a in zip(predicted, actual) if not a]
+    pos = [p for p, a in zip(predicted, actual, strict=True) if a]
+    neg = [p for p, a in zip(predicted, actual, strict=True) if not a]
     if not pos or not neg or n < 1:
         return {"tpr": None, "tnr": None, "g_mean2": None}
     rng = random.Random(seed)
@@ -160,7 +160,7 @@ def evaluate_monitors(traces: Sequence[Trace], monitors: Sequence[Monitor], *,
                     a = [True] * len(changed) + [False] * len(pred_c)
                 else:
                     target = outcome_target if arch == "outcome" else process_target
-                    known = [(pp, target(t)) for pp, t in zip(pred, traces)]
+                    known = [(pp, target(t)) for pp, t in zip(pred, traces, strict=True)]
                     p = [pp for pp, tt in known if tt is not None]
                     a = [bool(tt) for _, tt in known if tt is not None]
                 tpr, tnr, g2 = rates(p, a)

@@ -59,7 +59,7 @@ class JudgeMonitor:
                 raise
             return [[Flag(max(len(t.steps) - 1, 0), self.name,
                           f"judge failed ({type(e).__name__}: {e}); flagged, fail_closed")] for t in traces]
-        return [self.parse(a, len(t.steps)) for a, t in zip(answers, traces)]
+        return [self.parse(a, len(t.steps)) for a, t in zip(answers, traces, strict=True)]
 
     @staticmethod
     def prompt(trace: Trace) -> str:

@@ -39,11 +39,11 @@ def monitor_traces(monitor: Monitor, traces: Sequence[Trace], *, view: str = "al
     Returns the seconds the monitor took."""
     if deploy:
         cut = [before_submit(t) for t in traces]
-        seen = [c if c is not None else t for c, t in zip(cut, traces)]
+        seen = [c if c is not None else t for c, t in zip(cut, traces, strict=True)]
     else:
         cut, seen = [None] * len(traces), list(traces)
     found, seconds = flags_in_view(monitor, seen, view)
-    for t, flags, c in zip(traces, found, cut):
+    for t, flags, c in zip(traces, found, cut, strict=True):
         entry: dict[str, Any] = {"flagged": bool(flags), "flags": [f.to_dict() for f in flags],
                                  "view": view}
         if deploy:
