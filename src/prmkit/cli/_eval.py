@@ -280,7 +280,8 @@ def monitor_eval(
     """Monitorability: TPR, TNR and g-mean² = TPR x TNR per monitor and view, with bootstrap intervals,
     for the outcome, process and (with --control) intervention archetypes.
 
-    Example: prmkit eval monitor agent.jsonl --control agent-off.jsonl -m rule -m prm:runs/agent-prm
+    On the files of prmkit agent run (the README runs this line after making them):
+    prmkit eval monitor agent.jsonl --control agent-off.jsonl -m rule -m prm:runs/agent-prm
     """
     from prmkit.monitor import VIEWS, load_monitors, monitorability_file
 

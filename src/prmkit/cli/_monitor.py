@@ -97,7 +97,8 @@ def monitor(
 ) -> None:
     """Run monitors over traces and write their flags (step + evidence) into the traces.
 
-    Example: prmkit monitor --monitor rule --monitor prm:runs/agent-prm agent.jsonl monitored.jsonl
+    On the file of prmkit agent run (the README runs this line after making it):
+    prmkit monitor --monitor rule agent.jsonl monitored.jsonl
     """
     from prmkit.monitor import load_monitors, monitor_file
 
