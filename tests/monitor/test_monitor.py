@@ -196,3 +196,13 @@ def test_cli_agent_run_monitor_and_eval(tmp_path, capsys):
     assert len(rows) == 3 * 3 and {r["archetype"] for r in rows} == {"outcome", "process", "intervention"}
     assert "g-mean²" in capsys.readouterr().out
     assert all(n is not None for n in agent_labels(next(read_traces(a))))
+
+
+def test_the_card_names_the_monitor_and_the_tool_scaffold_from_provenance(tmp_path):
+    from prmkit.eval import card_from_provenance
+
+    t = run_episode(AgentEnv(AgentConfig()).task(0), get_agent("honest"), guard=RuleMonitor())
+    card = card_from_provenance([t])
+    assert card["deployment_monitor"].value == "rule"
+    assert card["tool_scaffold"].value.startswith("tool-using agent trajectories in 1 of 1 traces")
+    assert "calculator" in card["tool_scaffold"].value

@@ -303,6 +303,9 @@ def run_episode(task: AgentTask, agent: Agent, *, guard: Any = None, max_calls: 
     trace.add_provenance("generate", "agent_env", {"agent": agent.describe(), "task_config": task.config,
                                                    **({"guard": trace.meta["agent"]["guard"]}
                                                       if guard is not None else {})})
+    if guard is not None:  # the report's card names the deployment monitor from this entry
+        trace.add_provenance("monitor", trace.meta["agent"]["guard"],
+                             {**guard.describe(), "view": "all", "deploy": True, "live": True})
     return trace
 
 
