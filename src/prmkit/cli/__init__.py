@@ -32,6 +32,7 @@ from prmkit.cli._policy import app as policy_app
 from prmkit.cli._score import score as score_cmd
 from prmkit.cli._score import search as search_cmd
 from prmkit.cli._score import select as select_cmd
+from prmkit.cli._serve import serve as serve_cmd
 from prmkit.cli._train import app as train_app
 
 __all__ = ["app", "main"]
@@ -57,6 +58,7 @@ app.command(name="report")(report_cmd)
 app.add_typer(cache_app, name="cache")
 app.add_typer(agent_app, name="agent")
 app.command(name="monitor")(monitor_cmd)
+app.command(name="serve")(serve_cmd)
 
 
 def _print_version(value: bool) -> None:

@@ -5,7 +5,9 @@
   runs shared prefixes once (N candidates of a problem) and reuses earlier calls (beams growing a
   step at a time); ``cache=False`` gives the plain ``RewardModel``;
 - ``scripted``: :class:`~prmkit.scoring.ScriptedScorer` (``scores=`` a dict by step text or a list of
-  per-trace lists, ``kind=``), for tests and examples.
+  per-trace lists, ``kind=``), for tests and examples;
+- ``remote``: a model served by ``prmkit serve`` (``url=``; :class:`~prmkit.serve.RemoteScorer`), also
+  what ``model`` makes of a ``path`` that is a URL (``--model http://host:port``).
 
 >>> get_scorer("scripted", scores={"a": 0.5}).kind
 'prm'
@@ -14,6 +16,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +29,10 @@ __all__ = ["SCORERS", "get_scorer", "register_scorer", "model_scorer", "load_sco
 
 def model_scorer(path: str, *, cache: bool = True, batch_size: int = 8, max_cached_tokens: int = 16384,
                  **model_args: Any) -> StepScorer:
-    """A checkpoint as a scorer (see the module docs)."""
+    """A checkpoint as a scorer (see the module docs); a URL (``http://host:port``) is a model served
+    by ``prmkit serve`` (:class:`~prmkit.serve.RemoteScorer`, built from the other arguments)."""
+    if _is_url(path):
+        return get_scorer("remote", url=str(path), **model_args)
     from prmkit.models import RewardModel
 
     rm = RewardModel.from_pretrained(path, **model_args)
@@ -37,11 +43,19 @@ def model_scorer(path: str, *, cache: bool = True, batch_size: int = 8, max_cach
     return PrefixCachingScorer(rm, batch_size=batch_size, max_cached_tokens=max_cached_tokens)
 
 
+def _is_url(path: Any) -> bool:
+    """``http://...`` or ``https://...``; one slash is enough, since ``pathlib`` (the CLI's ``--model``
+    is a path) folds ``http://host`` to ``http:/host``. The remote scorer comes through the registry,
+    so scoring never imports serve (which imports scoring)."""
+    return re.match(r"^https?:/", str(path)) is not None
+
+
 #: name -> "module:attr" of a scorer factory.
 SCORERS = Registry("scorer", {
     "model": "prmkit.scoring._scorers:model_scorer",
     "scripted": "prmkit.scoring._scripted:ScriptedScorer",
     "likelihood": "prmkit.scoring._likelihood:LikelihoodScorer",
+    "remote": "prmkit.serve._remote:RemoteScorer",
 }, group="prmkit.scorers")
 
 
@@ -68,6 +82,8 @@ def load_scorer(name: str = "model", path: str | os.PathLike | None = None,
             raise PrmkitError("give the checkpoint folder with --model DIR")
         from prmkit.models import SHIPPED_MODELS
 
+        if _is_url(path):  # a model served by `prmkit serve`
+            return get_scorer("remote", url=str(path), **kwargs)
         if not Path(path).exists() and str(path) not in SHIPPED_MODELS:
             raise PrmkitError(f"{path}: no such folder (shipped models: {', '.join(SHIPPED_MODELS)})")
         kwargs.setdefault("batch_size", batch_size)

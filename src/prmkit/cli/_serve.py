@@ -1,0 +1,59 @@
+"""``prmkit serve``: a PRM (or ORM, or any registered scorer) behind an HTTP server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from prmkit.cli._data import parse_options
+from prmkit.cli._help import check_aggregator, names
+from prmkit.cli._paths import model_folders
+from prmkit.scoring import AGGREGATORS, SCORERS
+
+__all__ = ["serve"]
+
+
+def serve(
+    model: Annotated[Path | None, typer.Option(
+        "--model", help="PRM / ORM checkpoint folder or shipped model name (default, default-orm).",
+        callback=model_folders)] = None,
+    scorer: Annotated[str, typer.Option(
+        "--scorer", help=f"Scorer backend: {names(SCORERS)} (model: the --model folder).")] = "model",
+    scorer_arg: Annotated[list[str] | None, typer.Option(
+        "--scorer-arg", "-s", help="Scorer argument KEY=VALUE (repeatable).")] = None,
+    host: Annotated[str, typer.Option(help="Address to bind (anything but loopback needs a token).")
+                    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    token: Annotated[str | None, typer.Option(
+        help="Bearer token clients must send (default: $PRMKIT_SERVE_TOKEN; prefer the variable: a "
+        "command line is visible to other users).")] = None,
+    aggregate: Annotated[str, typer.Option(
+        help=f"Step scores -> reward: {names(AGGREGATORS)}.", callback=check_aggregator)] = "min",
+    splitter: Annotated[str, typer.Option(help="How /get_reward cuts a completion into steps.")] = "newline",
+    batch_size: Annotated[int, typer.Option(help="Sequences per forward pass.")] = 8,
+    max_batch_traces: Annotated[int, typer.Option(help="Most traces per scorer call (dynamic batch).")] = 64,
+    max_wait_ms: Annotated[float, typer.Option(help="How long a batch waits for more requests.")] = 5.0,
+    max_traces: Annotated[int, typer.Option(help="Most traces in one request (413 past it).")] = 1024,
+    max_body_mb: Annotated[float, typer.Option(help="Largest request body in MiB (413 past it).")] = 4.0,
+    max_queued_traces: Annotated[int, typer.Option(
+        help="Traces waiting before requests get 503 + Retry-After.")] = 4096,
+    request_timeout: Annotated[float, typer.Option(help="Seconds a request may wait (504 past it).")] = 120.0,
+    unscored_reward: Annotated[float, typer.Option(
+        help="/get_reward's reward for a query it cannot score (no step; listed in 'unscored').")] = 0.0,
+    allow_pickle: Annotated[bool, typer.Option(
+        "--allow-pickle", help="Load a --model folder whose weights are pickle files only.")] = False,
+) -> None:
+    """Serve a PRM over HTTP: OpenRLHF's /get_reward, /v1/score, /health, /metrics.
+
+    Example: prmkit serve --model runs/prm --port 8000
+    Then: prmkit score --model http://127.0.0.1:8000 traces.jsonl scored.jsonl
+    """
+    from prmkit.serve import serve as run
+
+    run(model, scorer=scorer, scorer_options=parse_options(scorer_arg), host=host, port=port, token=token,
+        batch_size=batch_size, allow_pickle=allow_pickle, aggregate=aggregate, splitter=splitter,
+        max_batch_traces=max_batch_traces, max_wait_ms=max_wait_ms, max_traces=max_traces,
+        max_body_bytes=int(max_body_mb * 1024 * 1024), max_queued_traces=max_queued_traces,
+        request_timeout=request_timeout, unscored_reward=unscored_reward)

@@ -1,0 +1,24 @@
+"""Serving a PRM over HTTP, and using one served elsewhere.
+
+- :func:`serve` (``prmkit serve``): any checkpoint or registered scorer behind an ASGI app on
+  uvicorn: ``POST /get_reward`` (OpenRLHF's remote reward-model protocol), ``POST /v1/score``
+  (prmkit's), ``GET /health``, ``GET /metrics`` (Prometheus); :func:`create_app` builds the app.
+- :class:`DynamicBatcher`: the traces of concurrent requests share one scorer call (and so the
+  prefix cache); a bounded queue answers 503 + Retry-After when full.
+- :func:`query_trace` / :func:`split_query`: how an OpenRLHF query becomes a trace.
+- :class:`RemoteScorer`: a served model as a local scorer (``--model http://host:port``).
+"""
+
+from prmkit.serve._app import ServeConfig, create_app
+from prmkit.serve._batcher import DynamicBatcher, QueueFull
+from prmkit.serve._metrics import Metrics
+from prmkit.serve._queries import END_MARKERS, query_trace, split_query
+from prmkit.serve._remote import RemoteScorer, RemoteScorerError, remote_url
+from prmkit.serve._server import TOKEN_ENV, check_bind, is_loopback, make_server, serve
+
+__all__ = [
+    "serve", "make_server", "create_app", "ServeConfig", "check_bind", "is_loopback", "TOKEN_ENV",
+    "DynamicBatcher", "QueueFull", "Metrics",
+    "query_trace", "split_query", "END_MARKERS",
+    "RemoteScorer", "RemoteScorerError", "remote_url",
+]

@@ -1,0 +1,187 @@
+"""Dynamic batching: traces from concurrent requests share one scorer call.
+
+Requests put their traces on a bounded queue and wait. One worker takes whatever is queued (waiting
+``max_wait_ms`` for more after the first arrives, unless ``max_batch_traces`` are already there), runs
+the scorer once on all of it in a thread, and hands each request its own results. While the scorer
+runs, new requests queue up, so under load batches grow by themselves. One call to
+:class:`~prmkit.scoring.PrefixCachingScorer` runs the problem shared by N candidates once, even when
+the candidates came as N requests, and its KV store reuses what earlier calls ran.
+
+The queue is bounded in traces (``max_queued_traces``): a request that would overflow it is refused
+at once with :class:`QueueFull` (the server answers 503 with Retry-After), so a burst costs callers a
+retry, never the server its memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from prmkit.errors import PrmkitError
+from prmkit.scoring import StepScorer
+from prmkit.serve._metrics import Metrics
+from prmkit.trace import Trace
+
+__all__ = ["DynamicBatcher", "QueueFull", "Result"]
+
+log = logging.getLogger("prmkit.serve")
+
+#: Per trace: its scores (None: not scored) and, when not scored, why.
+Result = tuple[list[float | None] | None, str | None]
+
+
+class QueueFull(PrmkitError):
+    """The queue holds ``max_queued_traces`` already; try again after ``retry_after`` seconds."""
+
+    def __init__(self, queued: int, limit: int, retry_after: int) -> None:
+        super().__init__(f"server busy: {queued} traces queued (limit {limit}); retry after {retry_after}s")
+        self.retry_after = retry_after
+
+
+@dataclass(eq=False)
+class _Job:
+    traces: list[Trace]
+    future: asyncio.Future
+    results: list[Result] = field(default_factory=list)
+
+
+class DynamicBatcher:
+    """Batches the traces of concurrent :meth:`score` calls into single scorer calls (module docs).
+
+    ``max_wait_ms``: how long the worker waits for more requests after the first one arrives;
+    ``max_batch_traces``: most traces per scorer call (a request with more is never split: it goes
+    alone); ``max_queued_traces``: most traces waiting, beyond which :meth:`score` raises
+    :class:`QueueFull`. ``metrics`` is updated with batch sizes, traces, steps and what was not scored.
+    """
+
+    def __init__(self, scorer: StepScorer, *, max_wait_ms: float = 5.0, max_batch_traces: int = 64,
+                 max_queued_traces: int = 1024, metrics: Metrics | None = None) -> None:
+        self.scorer = scorer
+        self.max_wait = max(0.0, max_wait_ms) / 1000.0
+        self.max_batch_traces = max(1, max_batch_traces)
+        self.max_queued_traces = max(1, max_queued_traces)
+        self.metrics = metrics or Metrics()
+        self.queued_traces = 0
+        self._pending: list[_Job] = []
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+        self._busy = False
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the worker on the running event loop."""
+        self._wake = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._loop())
+
+    async def stop(self) -> None:
+        """Finish what is queued and in flight, then stop the worker."""
+        while self._pending or self._busy:
+            await asyncio.sleep(0.01)
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+
+    @property
+    def idle(self) -> bool:
+        return not self._pending and not self._busy
+
+    # -- requests ----------------------------------------------------------------------------------------
+    async def score(self, traces: Sequence[Trace]) -> list[Result]:
+        """Per trace ``(scores, None)`` or ``(None, reason)``; raises :class:`QueueFull` when the queue
+        cannot take ``traces``."""
+        if self._wake is None:
+            raise PrmkitError("the batcher is not started")
+        if not traces:
+            return []
+        n = len(traces)
+        if self.queued_traces and self.queued_traces + n > self.max_queued_traces:
+            self.metrics.rejected_full += 1
+            raise QueueFull(self.queued_traces, self.max_queued_traces, self._retry_after())
+        job = _Job(list(traces), asyncio.get_running_loop().create_future())
+        self._pending.append(job)
+        self.queued_traces += n
+        self._wake.set()
+        return await job.future
+
+    def _retry_after(self) -> int:
+        """Seconds a refused caller should wait: about one batch's worth, at least one."""
+        return 1
+
+    async def _loop(self) -> None:
+        assert self._wake is not None
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._pending:
+                if self.max_wait and sum(len(j.traces) for j in self._pending) < self.max_batch_traces:
+                    await asyncio.sleep(self.max_wait)  # let concurrent requests join this batch
+                jobs = self._take()
+                live = [j for j in jobs if not j.future.done()]  # a cancelled caller (timeout, disconnect)
+                if not live:
+                    continue
+                self._busy = True
+                try:
+                    await asyncio.to_thread(self._score_jobs, live)
+                except Exception as e:  # a scorer bug: every waiting request fails, the server goes on
+                    log.exception("scorer failed")
+                    for j in live:
+                        if not j.future.done():
+                            j.future.set_exception(e)
+                    continue
+                finally:
+                    self._busy = False
+                for j in live:
+                    self._account(j.results)
+                    if not j.future.done():
+                        j.future.set_result(j.results)
+
+    def _take(self) -> list[_Job]:
+        """The oldest jobs up to ``max_batch_traces`` traces (at least one job)."""
+        taken, total = [], 0
+        while self._pending:
+            n = len(self._pending[0].traces)
+            if taken and total + n > self.max_batch_traces:
+                break
+            taken.append(self._pending.pop(0))
+            total += n
+        self.queued_traces -= total
+        return taken
+
+    def _score_jobs(self, jobs: Sequence[_Job]) -> None:
+        """One scorer call for every trace with steps; if the scorer rejects the batch (a trace too
+        long for an ORM, say), one call per trace, so a bad trace costs only its own result."""
+        todo = [t for j in jobs for t in j.traces if t.steps]
+        self.metrics.scorer_calls += 1
+        self.metrics.batch_traces.observe(len(todo))
+        try:
+            scored = self.scorer.score(todo) if todo else []
+            found: list[Result] = [(list(s), None) for s in scored]
+        except PrmkitError:
+            found = []
+            for t in todo:
+                try:
+                    found.append((list(self.scorer.score([t])[0]), None))
+                except PrmkitError as e:
+                    found.append((None, f"rejected by the scorer: {e}"))
+        if len(found) != len(todo):
+            raise PrmkitError(f"scorer returned {len(found)} results for {len(todo)} traces")
+        at = iter(found)
+        for j in jobs:
+            j.results = [next(at) if t.steps else (None, "no steps") for t in j.traces]
+
+    def _account(self, results: Sequence[Result]) -> None:
+        m = self.metrics
+        for scores, reason in results:
+            if scores is None:
+                m.unscored["no_steps" if reason == "no steps" else "rejected"] += 1
+                continue
+            m.traces += 1
+            m.steps += sum(s is not None for s in scores)
+            if any(s is None for s in scores):
+                m.unscored["partial"] += 1
