@@ -931,6 +931,7 @@ PROBES = Registry("probe", {
     "gaming": "prmkit.eval._probes:GamingProbe",
     "length_bias": "prmkit.eval._probes:LengthBiasProbe",
     "transfer": "prmkit.eval._probes:TransferProbe",
+    "faithfulness": "prmkit.eval._faithfulness:FaithfulnessProbe",
 }, group="prmkit.probes")
 
 
