@@ -11,7 +11,7 @@ offline metrics and RL signals cannot drift apart.
 """
 
 from prmkit.rl._dense import DenseRewards, DenseStepReward, place_step_rewards, token_char_ends
-from prmkit.rl._rewards import PRMReward, completion_text, prompt_text
+from prmkit.rl._rewards import TRUNCATION, PRMReward, completion_text, prompt_text
 
-__all__ = ["PRMReward", "completion_text", "prompt_text",
+__all__ = ["PRMReward", "completion_text", "prompt_text", "TRUNCATION",
            "DenseRewards", "DenseStepReward", "place_step_rewards", "token_char_ends"]

@@ -122,25 +122,38 @@ class DenseStepReward:
 
     ``tokenizer`` is the *policy's*. The step rewards are the PRM's step scores, ``scale * p + shift``
     (``shift=-0.5`` centres them; 0 and 1 by default, so a reward is P(step correct)).
+    ``truncation`` and ``stats`` / ``last_stats``: as :class:`PRMReward`'s (an unscored step adds
+    nothing under ``score_prefix``).
     """
 
     def __init__(self, scorer: Any, tokenizer: Any, *, splitter: str = "newline", scale: float = 1.0,
-                 shift: float = 0.0, name: str | None = None) -> None:
+                 shift: float = 0.0, name: str | None = None, truncation: str = "score_prefix") -> None:
         if scorer.kind != "prm":
             raise PrmkitError(f"dense step rewards need a PRM; scorer {scorer.name!r} is an "
                               f"{scorer.kind.upper()}")
-        self._traces = PRMReward(scorer, splitter=splitter)
+        self.__name__ = name or "prm_dense"
+        self._traces = PRMReward(scorer, splitter=splitter, truncation=truncation, name=self.__name__)
         self.tokenizer = tokenizer
         self.scale = scale
         self.shift = shift
-        self.__name__ = name or "prm_dense"
+
+    @property
+    def stats(self) -> Any:
+        """What could not be scored, over every call (see :class:`PRMReward`)."""
+        return self._traces.stats
+
+    @property
+    def last_stats(self) -> Any:
+        """The same for the last call."""
+        return self._traces.last_stats
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any],
                  completion_ids: Sequence[Sequence[int]] | None = None, **kwargs: Any
                  ) -> list[list[float] | None]:
         traces = self._traces.traces(prompts, completions)
         out: list[list[float] | None] = []
-        for k, (t, scores) in enumerate(zip(traces, self._traces.step_scores(traces), strict=True)):
+        resolved = self._traces.resolve(traces, kwargs.get("log_metric"))
+        for k, (t, scores) in enumerate(zip(traces, resolved, strict=True)):
             if t is None or scores is None:
                 out.append(None)
                 continue

@@ -10,7 +10,16 @@ function's rewards under its ``__name__``.
 the steps are cut by a prmkit splitter, ``newline`` by default, as ``prmkit generate`` does), scores
 all of them in one call, and aggregates each trace's step scores (``min`` by default) into its
 reward. A completion is unscorable — ``None`` — when it has no step, or when the scorer rejects it
-(say, longer than an ORM's ``max_length``).
+(say, longer than an ORM's ``max_length``, or a problem that leaves no room for any step).
+
+A completion the PRM scores on only some of its steps (steps past ``max_length`` with
+``long="truncate"``) is handled as ``truncation=`` says: ``score_prefix`` (the default) aggregates the
+steps that were scored, ``none`` gives it ``None``, ``error`` raises. Nothing is silent: every call
+counts completions, scored, ``no_steps``, ``rejected``, ``partial`` and ``unscored_steps`` into
+:attr:`PRMReward.stats` (all calls) and :attr:`PRMReward.last_stats` (the last call), logs a warning
+on the ``prmkit.rl`` logger when any completion was not fully scored, and, under TRL (>= 1.x passes a
+``log_metric`` callable to reward functions), logs ``<name>/unscored_frac`` and
+``<name>/partial_frac`` with the rewards.
 
 >>> from prmkit.search import ScriptedScorer
 >>> reward = PRMReward(ScriptedScorer({"2 + 2 = 4": 0.9, "The answer is 4.": 0.8}))
@@ -22,6 +31,8 @@ reward. A completion is unscorable — ``None`` — when it has no step, or when
 
 from __future__ import annotations
 
+import logging
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,7 +41,12 @@ from prmkit.errors import PrmkitError
 from prmkit.scoring import StepScorer, get_aggregator
 from prmkit.trace import Problem, Trace
 
-__all__ = ["PRMReward", "completion_text", "prompt_text"]
+__all__ = ["PRMReward", "completion_text", "prompt_text", "TRUNCATION"]
+
+log = logging.getLogger("prmkit.rl")
+
+#: What to do with a completion scored on only some of its steps (module docs).
+TRUNCATION = ("score_prefix", "none", "error")
 
 
 def _content(content: Any) -> str:
@@ -67,10 +83,20 @@ class PRMReward:
     ``first_below:<t>``). ``splitter``: how a completion is cut into steps. ``name``: the
     ``__name__`` TRL logs (default ``prm_<aggregate>``, or ``orm`` for an ORM). ``scale``/``shift``:
     the reward is ``scale * score + shift`` (e.g. ``scale=2, shift=-1`` for rewards in [-1, 1]).
+    ``truncation``: ``score_prefix``, ``none`` or ``error`` for a completion scored on only some of its
+    steps (module docs); ``stats`` / ``last_stats`` count what could not be scored.
     """
 
     def __init__(self, scorer: StepScorer, *, aggregate: str = "min", splitter: str = "newline",
-                 name: str | None = None, scale: float = 1.0, shift: float = 0.0) -> None:
+                 name: str | None = None, scale: float = 1.0, shift: float = 0.0,
+                 truncation: str = "score_prefix") -> None:
+        if truncation not in TRUNCATION:
+            raise PrmkitError(f"truncation must be one of {', '.join(TRUNCATION)}, got {truncation!r}")
+        self.truncation = truncation
+        #: Counts over every call: completions, scored, no_steps, rejected, partial, unscored_steps.
+        self.stats: Counter[str] = Counter()
+        #: The same counts for the last call only.
+        self.last_stats: Counter[str] = Counter()
         self.scorer = scorer
         self.aggregate = aggregate
         self._agg = get_aggregator(aggregate)
@@ -102,29 +128,75 @@ class PRMReward:
 
     def step_scores(self, traces: Sequence[Trace | None]) -> list[list[float | None] | None]:
         """Scores of every trace in one scorer call; if the scorer rejects the batch, one by one, so
-        a single unscorable trace costs only its own reward."""
+        a single unscorable trace costs only its own reward (None)."""
+        return [r for r, _ in self._scored(traces)]
+
+    def _scored(self, traces: Sequence[Trace | None]) -> list[tuple[list[float | None] | None, str | None]]:
+        """Per trace ``(scores, None)`` or ``(None, why)``."""
         idx = [i for i, t in enumerate(traces) if t is not None]
-        out: list[list[float | None] | None] = [None] * len(traces)
+        out: list[tuple[list[float | None] | None, str | None]] = [(None, "no steps")] * len(traces)
         batch = [traces[i] for i in idx]
         try:
-            results: list[list[float | None] | None] = list(self.scorer.score(batch)) if batch else []
+            results = [(list(r), None) for r in self.scorer.score(batch)] if batch else []
         except PrmkitError:
             results = []
             for t in batch:
                 try:
-                    results.append(self.scorer.score([t])[0])
-                except PrmkitError:
-                    results.append(None)
+                    results.append((list(self.scorer.score([t])[0]), None))
+                except PrmkitError as e:
+                    results.append((None, str(e)))
         for i, r in zip(idx, results, strict=True):
             out[i] = r
+        return out
+
+    def resolve(self, traces: Sequence[Trace | None], log_metric: Any = None
+                ) -> list[list[float | None] | None]:
+        """Every trace's step scores with the ``truncation`` policy applied (None: no reward), counted
+        into :attr:`stats` and :attr:`last_stats`, logged when anything was not scored."""
+        found = self._scored(traces)
+        c: Counter[str] = Counter(completions=len(found))
+        out: list[list[float | None] | None] = []
+        for k, (scores, why) in enumerate(found):
+            if scores is None:
+                c["no_steps" if why == "no steps" else "rejected"] += 1
+                if self.truncation == "error" and why != "no steps":
+                    raise PrmkitError(f"completion {k}: not scored: {why}")
+                out.append(None)
+                continue
+            missing = sum(s is None for s in scores)
+            if missing:
+                c["partial"] += 1
+                c["unscored_steps"] += missing
+                if self.truncation == "error":
+                    raise PrmkitError(f"completion {k}: {missing} of {len(scores)} steps not scored "
+                                      "(past the PRM's max_length)")
+                if self.truncation == "none" or missing == len(scores):
+                    out.append(None)
+                    continue
+            c["scored"] += 1
+            out.append(scores)
+        self.last_stats = c
+        self.stats.update(c)
+        unscored = c["no_steps"] + c["rejected"]
+        if unscored or c["partial"]:
+            log.warning("%s: of %d completions, %d without steps, %d rejected by the scorer, %d scored on "
+                        "only some steps (%d steps unscored; truncation=%s)", self.__name__,
+                        c["completions"], c["no_steps"], c["rejected"], c["partial"], c["unscored_steps"],
+                        self.truncation)
+        if callable(log_metric) and c["completions"]:
+            for key, value in (("unscored_frac", unscored), ("partial_frac", c["partial"])):
+                try:
+                    log_metric(f"{self.__name__}/{key}", value / c["completions"])
+                except Exception as e:  # a logging hook must never cost the rewards
+                    log.warning("log_metric failed: %s", e)
         return out
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
                  ) -> list[float | None]:
         """One reward per completion, None where it could not be scored. ``kwargs`` (dataset columns,
-        ``completion_ids``, ``trainer_state``, ...) are accepted and not used."""
+        ``completion_ids``, ``trainer_state``, ...) are accepted; only TRL's ``log_metric`` is used."""
         rewards: list[float | None] = []
-        for scores in self.step_scores(self.traces(prompts, completions)):
+        for scores in self.resolve(self.traces(prompts, completions), kwargs.get("log_metric")):
             value = self._agg(scores) if scores else None
             rewards.append(None if value is None else self.scale * value + self.shift)
         return rewards
