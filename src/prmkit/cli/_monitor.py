@@ -69,6 +69,38 @@ def run(
     _say([f"{out}: {report.summary()}"])
 
 
+@agent_app.command("spec")
+def spec(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output JSONL of labelled trajectories.")],
+    organism: Annotated[list[str] | None, typer.Option(
+        "--organism", help="reasoned, surface, wrong_rule, inconsistent, or all (default). Repeatable.")] = None,
+    requests: Annotated[int, typer.Option(help="How many requests.")] = 40,
+    start: Annotated[int, typer.Option(help="Index of the first request.")] = 0,
+    seed: Annotated[int, typer.Option(help="Which request set.")] = 0,
+    spec_file: Annotated[Path | None, typer.Option(
+        "--spec", help="A spec file (YAML/JSON rules with id, text, decision) replacing the built-in "
+                       "rules R1-R4.", callback=input_files)] = None,
+    overwrite: OverwriteOpt = False,
+) -> None:
+    """The safety-spec environment: organisms that reason over the rules, refuse on surface cues, cite
+    the wrong rule, or act against their reasoning; every step labelled; over- and under-refusal rates.
+
+    Example: prmkit agent spec -o spec.jsonl --requests 20
+    """
+    from prmkit.envs import spec_file as write_spec
+
+    output_file(out, overwrite)
+    rates = write_spec(out, organism or ["all"], requests=requests, start=start, seed=seed, spec=spec_file,
+                       overwrite=overwrite)
+    _say([f"{name}: over-refusal {_pct(r['over_refusal'])} of {r['allowed']} allowed, under-refusal "
+          f"{_pct(r['under_refusal'])} of {r['disallowed']} disallowed" for name, r in rates.items()]
+         + [f"wrote {out}"])
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{x:.0%}"
+
+
 @agent_app.command("export")
 def export(
     inp: Annotated[Path, typer.Argument(metavar="IN", help="Agent trajectories (prmkit JSONL).",

@@ -28,10 +28,25 @@ from prmkit.envs._organisms import (
     run_episode,
 )
 from prmkit.envs._prompts import HAND_WRITTEN_SHOTS, SYSTEM_PROMPT, PromptBuilder
+from prmkit.envs._spec import (
+    DEFAULT_SPEC,
+    SPEC_ORGANISMS,
+    Spec,
+    SpecEnv,
+    SpecRequest,
+    SpecRule,
+    load_spec,
+    refusal_rates,
+    refusal_separation,
+    spec_file,
+    spec_trajectory,
+)
 
 __all__ = ["ArithConfig", "ArithEnv", "OPS", "SymbolicChecker", "StepCheck", "Computation", "VERDICTS",
            "numbers_in_text", "PromptBuilder", "SYSTEM_PROMPT", "HAND_WRITTEN_SHOTS",
            "AgentConfig", "AgentEnv", "AgentTask", "Episode", "EpisodeStopped", "TOOLS", "STEP_LABELS",
            "LOOPHOLES", "grade", "agent_labels", "episode_trace", "ORGANISMS", "Organism", "ChatAgent",
            "get_agent", "run_episode", "agent_file", "AgentRunReport", "load_agents",
-           "export_messages_file"]
+           "export_messages_file", "Spec", "SpecRule", "SpecEnv", "SpecRequest", "DEFAULT_SPEC",
+           "SPEC_ORGANISMS", "load_spec", "spec_trajectory", "refusal_rates", "refusal_separation",
+           "spec_file"]
