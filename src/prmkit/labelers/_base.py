@@ -173,6 +173,7 @@ LABELERS = Registry("labeler", {
     "judge": "prmkit.labelers._judge:JudgeLabeler",
     "consensus": "prmkit.labelers._consensus:ConsensusLabeler",
     "symbolic": "prmkit.labelers._symbolic:SymbolicLabeler",
+    "spec": "prmkit.labelers._spec:SpecJudgeLabeler",
 }, group="prmkit.labelers")
 
 
