@@ -11,10 +11,11 @@ after ``=`` or "answer is", :data:`RESULT`; a step that claims none gets None, n
 Why it is here: it is the baseline a trained PRM has to beat besides outcome checking and voting. An
 arithmetic slip such as ``72 - 15 = 49`` is a token the LM did not expect after ``72 - 15 =``; on real
 SmolLM2 samples the log-probability of a step's *result* separates slips from right results with a
-step AUROC of 0.967 (172 steps, ``benchmarks/result_surprise.py``). Reduced over all of a step's tokens the signal is noisier: best-of-16
-on 64 held-out ``arith`` problems (``reduce="min"``) picked a right answer for 26.6% with the trace's
-minimum step score and 37.7% with its mean, against 34.4% for majority vote (``reduce="mean"``: 17.3%
-and 29.8%; ``benchmarks/verifier.py --likelihood`` measures it).
+step AUROC of 0.967 (172 steps, ``benchmarks/result_surprise.py``). Reduced over all of a step's tokens the
+signal is noisier (``min``: best-of-16 26.6% on 64 held-out ``arith`` problems, majority vote 34.4%);
+``reduce="result"`` reads the claimed values alone: on 128 held-out problems x 16 it picked a right answer
+for 36.9% with the trace's minimum (majority vote 36.0%, the shipped PRM 28.9%; step AUROC 0.890), which
+``benchmarks/verifier.py --likelihood --likelihood-reduce result`` measures.
 It is not a verifier of logic: a fluent wrong step the LM would have written itself scores high. Token
 confidence of this kind is what DeepConf (Fu et al., 2025) filters traces with.
 
