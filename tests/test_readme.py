@@ -79,6 +79,7 @@ HELP_CONTROLS: dict[str, tuple[str, str]] = {
     "accelerate launch": ("skip", "needs 8 GPUs"),
     "eval prmbench": ("append", "--limit 8"),
     "prmkit cache clear": ("env", "PRMKIT_CACHE=cache"),  # not the cache the other lines use
+    "prmkit serve": ("skip", "starts a server that runs until stopped; tests/serve start it in-process"),
 }
 
 _FENCE = re.compile(r"^```(\w*)\s*$")
