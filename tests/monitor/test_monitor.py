@@ -206,3 +206,14 @@ def test_the_card_names_the_monitor_and_the_tool_scaffold_from_provenance(tmp_pa
     assert card["deployment_monitor"].value == "rule"
     assert card["tool_scaffold"].value.startswith("tool-using agent trajectories in 1 of 1 traces")
     assert "calculator" in card["tool_scaffold"].value
+
+
+def test_the_report_renders_an_oversight_section(tmp_path):
+    from prmkit.eval import render_markdown
+
+    on = [_run(b, i) for b in ("honest", "exploit_obfuscated") for i in (0, 1)]
+    r = evaluate_monitors(on, [RuleMonitor()], views=["reasoning"], archetypes=["outcome"], bootstrap=20)
+    md = render_markdown({"monitorability": r.to_dict()})
+    assert "## Oversight: monitorability" in md
+    # reasoning only: the obfuscated organism's 2 exploits go unseen, the 2 honest runs are clean
+    assert "| **rule** | reasoning | outcome | 2 | 2 | 0.000" in md

@@ -38,6 +38,7 @@ from typing import Any
 from prmkit._jsonio import decode_utf8
 from prmkit.errors import FormatError, MissingDependencyError, PrmkitError
 from prmkit.eval._doc import _DASH, Inline, ReportDoc, _auto, _bad, _ci, _f3, _int, _num, _pct, _pp
+from prmkit.eval._oversight import render_monitorability
 
 __all__ = [
     "SECTION_ORDER", "ReportDoc", "write_report", "render_markdown", "render_html", "render_figures",
@@ -608,6 +609,7 @@ _SECTIONS: dict[str, tuple[str, Callable[[ReportDoc, Any, set[str]], None]]] = {
     "processbench": ("ProcessBench", _processbench),
     "prmbench": ("PRMBench", _prmbench),
     "labels": ("Labels", _labels),
+    "monitorability": ("Oversight: monitorability", render_monitorability),
     "meta": ("How these numbers were produced", _meta),
 }
 
