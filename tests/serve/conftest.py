@@ -102,3 +102,29 @@ def live_server():
     yield start
     for s in started:
         s.__exit__(None, None, None)
+
+
+@pytest.fixture()
+def live_app():
+    """``live_app(asgi_app)`` -> the URL of ``asgi_app`` served by uvicorn on a free loopback port
+    (a stand-in server: vLLM's /pooling in the tests)."""
+    import uvicorn
+
+    servers = []
+
+    def start(app) -> str:
+        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+        th = threading.Thread(target=server.run, daemon=True)
+        th.start()
+        deadline = time.monotonic() + 20
+        while not server.started:
+            if time.monotonic() > deadline or not th.is_alive():
+                raise RuntimeError("server did not start")
+            time.sleep(0.01)
+        servers.append((server, th))
+        return f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+
+    yield start
+    for server, th in servers:
+        server.should_exit = True
+        th.join(timeout=30)

@@ -7,7 +7,9 @@
 - ``scripted``: :class:`~prmkit.scoring.ScriptedScorer` (``scores=`` a dict by step text or a list of
   per-trace lists, ``kind=``), for tests and examples;
 - ``remote``: a model served by ``prmkit serve`` (``url=``; :class:`~prmkit.serve.RemoteScorer`), also
-  what ``model`` makes of a ``path`` that is a URL (``--model http://host:port``).
+  what ``model`` makes of a ``path`` that is a URL (``--model http://host:port``);
+- ``vllm``: a PRM served by vLLM's ``/pooling`` (``url=``, ``model=``, ``convention=``;
+  :class:`~prmkit.serve.VLLMScorer`).
 
 >>> get_scorer("scripted", scores={"a": 0.5}).kind
 'prm'
@@ -56,6 +58,7 @@ SCORERS = Registry("scorer", {
     "scripted": "prmkit.scoring._scripted:ScriptedScorer",
     "likelihood": "prmkit.scoring._likelihood:LikelihoodScorer",
     "remote": "prmkit.serve._remote:RemoteScorer",
+    "vllm": "prmkit.serve._vllm:VLLMScorer",
 }, group="prmkit.scorers")
 
 

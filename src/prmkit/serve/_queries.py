@@ -15,7 +15,7 @@ kept (prompt, chat template and response together), ``prompts``: the prompt text
 3. **steps**: the completion is cut by a prmkit splitter (``newline`` by default, as
    :class:`~prmkit.rl.PRMReward` and ``prmkit generate``: every non-empty line is a step).
 
->>> t, found = query_trace("Q: 2+2?\\nA:", " 2 + 2 = 4\\nThe answer is 4.<|im_end|>", "q0")
+>>> t, found = query_trace("Q: 2+2?\\nA:", "Q: 2+2?\\nA: 2 + 2 = 4\\nThe answer is 4.<|im_end|>", "q0")
 >>> found, t.problem.text, [s.text for s in t.steps]
 (True, 'Q: 2+2?\\nA:', ['2 + 2 = 4', 'The answer is 4.'])
 """

@@ -24,7 +24,7 @@ from typing import Any
 from prmkit.errors import MissingDependencyError, PrmkitError
 from prmkit.trace import Trace
 
-__all__ = ["RemoteScorer", "RemoteScorerError", "remote_url"]
+__all__ = ["RemoteScorer", "RemoteScorerError", "RetryingClient", "remote_url"]
 
 _MAX_RETRY_AFTER = 60.0
 
@@ -73,20 +73,13 @@ class RemoteScorer:
 
     def __init__(self, url: str, *, timeout: float = 60.0, max_retries: int = 4, backoff: float = 0.5,
                  token: str | None = None, chunk: int | None = None, seed: int = 0) -> None:
-        if timeout <= 0:
-            raise PrmkitError(f"timeout must be > 0 seconds, got {timeout}")
-        if max_retries < 0:
-            raise PrmkitError(f"max_retries must be >= 0, got {max_retries}")
         self.url = remote_url(url) or str(url).rstrip("/")
-        self.timeout = float(timeout)
-        self.max_retries = int(max_retries)
-        self.backoff = float(backoff)
-        self._jitter = random.Random(seed)
         token = token if token is not None else os.environ.get("PRMKIT_SERVE_TOKEN") or None
-        httpx = _httpx()
-        self._client = httpx.Client(headers={"Authorization": f"Bearer {token}"} if token else {},
-                                    timeout=httpx.Timeout(self.timeout))
-        info = self._request("GET", "/health")
+        self._http = RetryingClient(self.url, timeout=timeout, max_retries=max_retries, backoff=backoff,
+                                    token=token, seed=seed,
+                                    not_found="is `prmkit serve` running there? check the URL",
+                                    unauthorized="check the token (--token / $PRMKIT_SERVE_TOKEN)")
+        info = self._http.request("GET", "/health")
         self.kind = str(info.get("kind", "prm"))
         self.name = str(info.get("model", "remote"))
         self.chunk = int(chunk or info.get("max_traces") or 256)
@@ -96,7 +89,7 @@ class RemoteScorer:
         return {"scorer": "remote", "url": self.url, "model": self.name, "kind": self.kind}
 
     def close(self) -> None:
-        self._client.close()
+        self._http.close()
 
     def score(self, traces: Sequence[Trace]) -> list[list[float | None]]:
         """Per trace its step scores (PRM) or a one-element list (ORM), as the served model scores them.
@@ -106,7 +99,7 @@ class RemoteScorer:
             part = traces[i:i + self.chunk]
             body = {"traces": [{"id": t.id, "problem": t.problem.text, "steps": [s.text for s in t.steps]}
                                for t in part]}
-            data = self._request("POST", "/v1/score", body)
+            data = self._http.request("POST", "/v1/score", body)
             results = data.get("results") if isinstance(data, dict) else None
             if not isinstance(results, list) or len(results) != len(part):
                 raise RemoteScorerError(f"{self.url}/v1/score: expected {len(part)} results, got "
@@ -117,18 +110,44 @@ class RemoteScorer:
                 out.append(list(r["step_scores"]) if self.kind == "prm" else [r["score"]])
         return out
 
-    def _request(self, method: str, path: str, body: Any = None) -> Any:
-        """One request with bounded retries (module docs); the decoded JSON body."""
+
+class RetryingClient:
+    """JSON over HTTP with the ``openai_compat`` policy's failure rules (module docs), shared by the
+    remote and vLLM scorers. ``not_found`` / ``unauthorized``: hints added to a refused connection and
+    to a 401 / 403."""
+
+    def __init__(self, base_url: str, *, timeout: float = 60.0, max_retries: int = 4, backoff: float = 0.5,
+                 token: str | None = None, seed: int = 0, not_found: str = "check the URL",
+                 unauthorized: str = "check the token") -> None:
+        if timeout <= 0:
+            raise PrmkitError(f"timeout must be > 0 seconds, got {timeout}")
+        if max_retries < 0:
+            raise PrmkitError(f"max_retries must be >= 0, got {max_retries}")
+        self.base_url = base_url.rstrip("/")
+        self.timeout = float(timeout)
+        self.max_retries = int(max_retries)
+        self.backoff = float(backoff)
+        self.not_found = not_found
+        self.unauthorized = unauthorized
+        self._jitter = random.Random(seed)
         httpx = _httpx()
-        url = self.url + path
+        self._client = httpx.Client(headers={"Authorization": f"Bearer {token}"} if token else {},
+                                    timeout=httpx.Timeout(self.timeout))
+
+    def close(self) -> None:
+        self._client.close()
+
+    def request(self, method: str, path: str, body: Any = None) -> Any:
+        """One request with bounded retries; the decoded JSON body."""
+        httpx = _httpx()
+        url = self.base_url + path
         attempts = self.max_retries + 1
         for attempt in range(attempts):
             last = attempt == attempts - 1
             try:
                 resp = self._client.request(method, url, json=body)
             except httpx.ConnectError as e:
-                raise RemoteScorerError(f"cannot connect to {url}: {e} — is `prmkit serve` running "
-                                        "there? check the URL") from None
+                raise RemoteScorerError(f"cannot connect to {url}: {e} — {self.not_found}") from None
             except (httpx.TimeoutException, httpx.RemoteProtocolError, httpx.ReadError,
                     httpx.WriteError) as e:
                 if last:
@@ -142,22 +161,26 @@ class RemoteScorer:
                 try:
                     return resp.json()
                 except ValueError:
-                    raise RemoteScorerError(f"{url}: HTTP {status} but the body is not JSON — is this a "
-                                            "prmkit server?") from None
+                    raise RemoteScorerError(f"{url}: HTTP {status} but the body is not JSON") from None
             if (status == 429 or status >= 500) and not last:
                 self._sleep(attempt, _retry_after(resp.headers.get("retry-after")))
                 continue
             try:
-                message = resp.json().get("error") or resp.text
+                data = resp.json()
+                message = (data.get("error") or data.get("message") or resp.text) if isinstance(data, dict) \
+                    else resp.text
             except ValueError:
                 message = resp.text
-            hint = " — check the token (--token / $PRMKIT_SERVE_TOKEN)" if status == 401 else ""
+            if isinstance(message, dict):
+                message = message.get("message") or str(message)
+            hint = f" — {self.unauthorized}" if status in (401, 403) else ""
             tries = f" after {attempt + 1} attempts" if attempt else ""
             raise RemoteScorerError(f"HTTP {status} from {url}{tries}: {str(message)[:300]}{hint}",
                                     status=status)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _sleep(self, attempt: int, retry_after: float | None = None) -> None:
+        """Exponential backoff with jitter; a server's Retry-After wins when it is given."""
         if retry_after is not None:
             time.sleep(min(retry_after, _MAX_RETRY_AFTER))
             return
