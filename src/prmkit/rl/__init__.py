@@ -5,6 +5,8 @@
   aggregate; ``None`` for an unscorable completion; ``__name__`` for TRL's logs).
 - :class:`DenseStepReward` / :func:`place_step_rewards`: per-step rewards placed on the *policy's*
   tokens (the token covering each step's last character), for any pair of policy and PRM tokenizers.
+- ``prmkit/rl/_verl.py``: a verl custom reward function (``compute_score``) over a PRM served by
+  ``prmkit serve`` (point verl's ``custom_reward_function.path`` at the file).
 
 The same scorer object serves evaluation (``prmkit score`` / ``select`` / ``search``) and rewards, so
 offline metrics and RL signals cannot drift apart.
