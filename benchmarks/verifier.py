@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
 import sys
 import time
@@ -61,6 +62,27 @@ def _within_problem_auroc(traces, key: str) -> tuple[float, int]:
     return (sum(aucs) / len(aucs) if aucs else float("nan")), len(aucs)
 
 
+class _Product:
+    """A step scorer over scores already stored on the traces: the product of ``keys``' step scores (a
+    step one of them left unscored keeps the others'; none scored: None)."""
+
+    kind = "prm"
+
+    def __init__(self, keys: tuple[str, ...]) -> None:
+        self.keys = keys
+        self.name = "×".join(keys)
+
+    def score(self, traces):
+        out = []
+        for t in traces:
+            row = []
+            for step in t.steps:
+                vals = [step.scores[k] for k in self.keys if step.scores.get(k) is not None]
+                row.append(math.prod(vals) if vals else None)
+            out.append(row)
+        return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--prm", required=True, help="PRM: a checkpoint folder, or default")
@@ -88,6 +110,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--likelihood-reduce", default="min", choices=["min", "mean", "result"],
                     help="what the likelihood scorer reads of a step: its most surprising token (min), the "
                          "mean, or the most surprising token of the values it claims (result: after '=')")
+    ap.add_argument("--combine", action="store_true",
+                    help="with --likelihood: also rank by the product of the PRM's and the likelihood's step "
+                         "scores (both must hold; a step the likelihood does not score keeps the PRM's)")
+    ap.add_argument("--save", default=None, help="also write the scored held-out traces here (JSONL)")
     ap.add_argument("--json", default=None, help="also write the report sections here")
     args = ap.parse_args(argv)
 
@@ -120,6 +146,12 @@ def main(argv: list[str] | None = None) -> int:
 
         score_traces(LikelihoodScorer(batch_size=args.batch_size, reduce=args.likelihood_reduce), traces,
                      "likelihood", aggregate="min")
+        if args.combine:
+            score_traces(_Product(("prm", "likelihood")), traces, "combined", aggregate="min")
+    if args.save:
+        from prmkit.trace import write_traces
+
+        write_traces(traces, args.save)
 
     report = bon_report(traces, bootstrap=args.bootstrap, seed=args.seed)
     curves = report.curves
@@ -142,6 +174,11 @@ def main(argv: list[str] | None = None) -> int:
         lik = [BonMethod("likelihood (min)", "bon", "likelihood", "min"),
                BonMethod("likelihood weighted (min)", "weighted", "likelihood", "min")]
         pairs = [("likelihood (min)", "majority"), ("likelihood weighted (min)", "majority")]
+        if args.combine:
+            lik += [BonMethod("PRM×likelihood (min)", "bon", "combined", "min"),
+                    BonMethod("PRM×likelihood weighted (min)", "weighted", "combined", "min")]
+            pairs += [("PRM×likelihood (min)", "majority"), ("PRM×likelihood (min)", "likelihood (min)"),
+                      ("PRM×likelihood weighted (min)", "majority")]
         if "PRM (min)" in names:
             pairs.insert(0, ("PRM (min)", "likelihood (min)"))
         lc = bon_curves(traces, default_methods(traces) + lik, bootstrap=args.bootstrap, seed=args.seed,
@@ -155,6 +192,10 @@ def main(argv: list[str] | None = None) -> int:
         lm = step_metrics_for(traces, key="likelihood", label_source="symbolic").to_dict()
         print(f"  likelihood step AUROC vs symbolic labels: {lm['auroc']:.3f}; within-problem AUROC "
               f"{_within_problem_auroc(traces, 'likelihood:min')[0]:.3f}")
+        if args.combine:
+            cm = step_metrics_for(traces, key="combined", label_source="symbolic").to_dict()
+            print(f"  PRM×likelihood step AUROC vs symbolic labels: {cm['auroc']:.3f}; within-problem AUROC "
+                  f"{_within_problem_auroc(traces, 'combined:min')[0]:.3f}")
     sm = step_metrics_for(traces, key="prm", label_source="symbolic").to_dict()
     print(f"\nstep metrics vs symbolic labels: AUROC {sm['auroc']:.3f}  F1(error) {sm['f1_error']:.3f}  "
           f"on {sm['n']} labelled steps")
