@@ -168,8 +168,8 @@ def traces(tmp_path):
 def test_the_plugin_labeler_and_probe_are_listed_in_the_help(site, tmp_path):
     label_help = prmkit("label", "--help", site=site, cwd=tmp_path).stdout
     probes_help = prmkit("eval", "probes", "--help", site=site, cwd=tmp_path).stdout
-    assert "symbolic, example_keywords" in label_help
-    assert "transfer, example_step_count" in probes_help
+    assert "spec, example_keywords" in label_help
+    assert "faithfulness, example_step_count" in probes_help
     # Without the plugin on the path, neither is there: the names come from the entry points.
     assert "example_keywords" not in prmkit("label", "--help", site=None, cwd=tmp_path).stdout
     assert "example_step_count" not in prmkit("eval", "probes", "--help", site=None, cwd=tmp_path).stdout
@@ -188,7 +188,7 @@ def test_the_plugin_labeler_labels_from_the_command_line(site, tmp_path, traces)
                      cwd=tmp_path, ok=False)  # a new OUT: an existing one is refused first
     assert unknown.returncode == 1
     assert "error: unknown labeler 'nope'; known: advantage, binary, consensus, example_keywords, " \
-           "judge, mc, symbolic" in unknown.stderr
+           "judge, mc, spec, symbolic" in unknown.stderr
 
 
 def test_the_plugin_probe_runs_and_is_reported(site, tmp_path, traces):
@@ -216,7 +216,7 @@ def test_the_plugin_probe_runs_and_is_reported(site, tmp_path, traces):
 def test_unknown_names_are_one_line_errors_before_any_work(tmp_path, traces):
     for args, message in [
         (["eval", "probes", str(traces), "--scorer", "scripted", "-s", "scores={}", "--probe", "nope"],
-         "error: unknown probe 'nope'; known: collapse, gaming, length_bias, transfer\n"),
+         "error: unknown probe 'nope'; known: collapse, faithfulness, gaming, length_bias, transfer\n"),
         (["score", str(traces), str(tmp_path / "o.jsonl"), "--scorer", "scripted", "-s", "scores={}",
           "--aggregate", "median"],
          "error: unknown aggregator 'median'; known: first_below, geo_mean, last, mean, min, prod\n"),
