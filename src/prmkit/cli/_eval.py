@@ -290,3 +290,43 @@ def monitor_eval(
                                  views=view or tuple(VIEWS), bootstrap=bootstrap, seed=seed)
     _echo(result.lines())
     _save("monitorability", result.to_dict(), json_out)
+
+
+@app.command("refusals")
+def refusals(
+    inp: Annotated[Path, typer.Argument(metavar="TRACES", help="Spec-environment trajectories (prmkit agent "
+                                                               "spec output).", callback=input_files)],
+    model: Annotated[Path | None, typer.Option(help="A PRM checkpoint (its min step score ranks a trace).",
+                                               callback=input_folders)] = None,
+    orm: Annotated[Path | None, typer.Option(help="An ORM checkpoint (its trace score ranks a trace).",
+                                             callback=input_folders)] = None,
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap replicates for the 95% intervals.")] = 1000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+    json_out: JsonOpt = None,
+    overwrite: OverwriteOpt = False,
+) -> None:
+    """Safety specs: over- and under-refusal per organism, and how well a PRM and an ORM rank reasoned
+    refusals above surface ones (AUROC with intervals, and their difference).
+
+    On the file of prmkit agent spec (the README runs this line after making it):
+    prmkit eval refusals spec.jsonl --model runs/spec-prm --orm runs/spec-orm
+    """
+    from prmkit.eval import refusal_eval_file
+    from prmkit.scoring import load_scorer
+
+    output_file(json_out, overwrite)
+    scorers = {name: load_scorer("model", path, {"cache": False}) for name, path in (("prm", model), ("orm", orm))
+               if path is not None}
+    result = refusal_eval_file(inp, scorers, bootstrap=bootstrap, seed=seed)
+    lines = [f"{name}: over-refusal {_f(r['over_refusal'])} of {r['allowed']} allowed, under-refusal "
+             f"{_f(r['under_refusal'])} of {r['disallowed']} disallowed" for name, r in result["rates"].items()]
+    for name, s in result["separation"].items():
+        ci = f" [{s['ci'][0]:.3f}, {s['ci'][1]:.3f}]" if s.get("ci") else ""
+        lines.append(f"{name}: AUROC of reasoned over surface refusals {_f(s['auroc'])}{ci} "
+                     f"({s['reasoned']} reasoned, {s['surface']} surface)")
+    if "difference" in result:
+        d = result["difference"]
+        ci = f" [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}]" if d.get("ci") else ""
+        lines.append(f"{d['of']}: {_f(d['value'])}{ci}")
+    _echo(lines)
+    _save("refusals", result, json_out)

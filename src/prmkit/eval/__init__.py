@@ -85,3 +85,7 @@ __all__ += ["processbench_files", "prmbench_files", "bon_file", "probes_file", "
 from prmkit.eval._faithfulness import FaithfulnessProbe, faithfulness_probe, hinted_problems  # noqa: E402
 
 __all__ += ["FaithfulnessProbe", "faithfulness_probe", "hinted_problems"]
+
+from prmkit.eval._refusals import refusal_eval, refusal_eval_file  # noqa: E402
+
+__all__ += ["refusal_eval", "refusal_eval_file"]
