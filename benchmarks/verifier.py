@@ -185,8 +185,10 @@ def main(argv: list[str] | None = None) -> int:
                         comparisons=pairs)
         for m in lik:
             print(f"  {m.name:22s} {_pct(lc.acc[m.name][j])} [{_pct(lc.lo[m.name][j])}, "
-                  f"{_pct(lc.hi[m.name][j])}]  (training-free: the default policy's token log-probs, "
-                  f"reduce={args.likelihood_reduce})")
+                  f"{_pct(lc.hi[m.name][j])}]  ("
+                  + ("the PRM's step scores times the likelihood's" if m.key == "combined" else
+                     "training-free: the default policy's token log-probs")
+                  + f", reduce={args.likelihood_reduce})")
         for a, b in pairs:
             print(f"  {a} − {b}: {_pts(lc.compare(a, b, n))}")
         lm = step_metrics_for(traces, key="likelihood", label_source="symbolic").to_dict()
