@@ -37,8 +37,9 @@ ModelOpt = Annotated[Path | None, typer.Option(
 ScorerOpt = Annotated[str, typer.Option(
     "--scorer", help=f"Scorer backend: {names(SCORERS)} (model: the --model folder).")]
 ScorerArgOpt = Annotated[list[str] | None, typer.Option(
-    "--scorer-arg", "-s", help="Scorer argument KEY=VALUE, e.g. -s convention=qwen2.5-math-prm or "
-    "-s cache=false. Repeatable.")]
+    "--scorer-arg", "-s", help="Scorer argument KEY=VALUE, e.g. -s convention=qwen2.5-math-prm, "
+    "-s max_length=4096 (read long traces in one pass, up to the model's positions) or -s cache=false. "
+    "Repeatable.")]
 AllowPickleOpt = Annotated[bool, typer.Option(
     "--allow-pickle", help="Load a --model folder whose weights are pickle files only "
     "(pytorch_model.bin, *.pt): unpickling can run code, so only for a checkpoint you trust.")]

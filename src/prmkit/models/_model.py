@@ -133,6 +133,12 @@ class RewardModel:
         self.tokenizer = tokenizer
         self.convention = get_convention(convention)
         self.kind = kind
+        limit = position_limit(getattr(model, "config", None))
+        if max_length is not None and max_length < 1:
+            raise PrmkitError(f"max_length must be at least 1, got {max_length}")
+        if max_length is not None and limit is not None and max_length > limit:
+            raise PrmkitError(f"max_length={max_length}: this model reads 1 to {limit} tokens (its position "
+                              "limit, max_position_embeddings); give a max_length in that range")
         self.max_length = max_length
         self.name = name or getattr(getattr(model, "config", None), "_name_or_path", None) or "reward-model"
         #: The folder (or hub id) :meth:`from_pretrained` read (a shipped model's merged cache for ``"default"``);
@@ -158,10 +164,18 @@ class RewardModel:
         """Load a checkpoint (prmkit's, or a published PRM with ``convention=`` its registered name).
 
         A folder with ``prmkit_rm.json`` brings its own convention, kind and max length; arguments
-        override them. ``long``: what a PRM does past ``max_length`` (see the class).
+        override them. ``max_length`` may be anything up to the model's position limit
+        (``max_position_embeddings``: 8192 for SmolLM2, so the shipped models too; a larger value is
+        refused). A longer one reads long traces whole in one pass instead of in windows (for fewer
+        tokens, see ``benchmarks/long_traces.py``); the steps that fit either way score the same (a
+        decoder), a trace that fits either way costs the same, and the memory of the longest batch
+        grows with the longest trace. ``long``: what a PRM does past
+        ``max_length`` (see the class). On the command line: ``-s max_length=4096``.
         ``path`` may also name a shipped model (``default``, ``default-orm``: :data:`SHIPPED_MODELS`).
         ``allow_pickle``: also read pickle weight files (``pytorch_model.bin``, ``*.pt``, ``*.pth``,
         ``*.ckpt``) where a folder has no safetensors; only for a checkpoint you trust.
+
+        >>> rm = RewardModel.from_pretrained("default", max_length=4096)  # doctest: +SKIP
         """
         from prmkit.models._backbones import resolve_backbone
 
@@ -550,6 +564,18 @@ class RewardModel:
         info = replace(record or TrainProvenance(), name=self.name, kind=self.kind,
                        convention=self.convention.to_dict(), max_length=self.max_length)
         (path / RM_CONFIG).write_text(json.dumps(info.to_dict(), indent=2, default=str) + "\n")
+
+
+def position_limit(config: Any) -> int | None:
+    """The longest input a model's positions were built for: ``max_position_embeddings`` (GPT-2's
+    ``n_positions``), times the RoPE scaling factor where the config sets one; None if it says none."""
+    n = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+    if not isinstance(n, int) or isinstance(n, bool):
+        return None
+    rope = getattr(config, "rope_scaling", None) or getattr(config, "rope_parameters", None)
+    factor = rope.get("factor") if isinstance(rope, dict) and rope.get("rope_type", rope.get("type")) not in (
+        None, "default") else None
+    return int(n * factor) if isinstance(factor, (int, float)) and factor > 1 else n
 
 
 def _takes(module: Any, name: str) -> bool:
