@@ -8,22 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from cli_run import run
 
 from prmkit import read_traces
 from prmkit.cli import main
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SCRIPTED = ["--scorer", "scripted", "-s", "scores={}", "-s", "default=0.5"]
-
-
-def run(argv, capsys):
-    code = 0
-    try:
-        main([str(a) for a in argv])
-    except SystemExit as e:
-        code = e.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 @pytest.fixture(scope="module")

@@ -9,23 +9,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from cli_run import run
 
 from prmkit import Problem, Step, StepLabel, Trace, read_traces, write_traces
-from prmkit.cli import main
 from prmkit.data import ExportReport, convert, read, trace_losses, write
 from prmkit.errors import PrmkitError
 
 FIXTURES = Path(__file__).parent / "fixtures"
-
-
-def run(argv, capsys):
-    code = 0
-    try:
-        main([str(a) for a in argv])
-    except SystemExit as e:
-        code = e.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def with_bad_rows(tmp_path, bad: int) -> Path:

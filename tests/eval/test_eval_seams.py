@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+from cli_run import run
 
-from prmkit.cli import main
 from prmkit.data import scan
 from prmkit.eval import evaluate_prmbench
 from prmkit.eval._processbench import processbench_split, threshold_sweep
@@ -17,16 +17,6 @@ from prmkit.trace import Problem, Step, StepLabel, Trace
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 SCRIPTED = ["--scorer", "scripted", "-s", "scores={}", "-s", "default=0.3"]
-
-
-def run(argv, capsys):
-    code = 0
-    try:
-        main([str(a) for a in argv])
-    except SystemExit as e:
-        code = e.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def pb(tid: str, scores: list[float | None], label: int) -> Trace:
