@@ -41,25 +41,11 @@ def _pts(d: dict) -> str:
     return f"{100 * d['diff']:+.1f} points [{100 * d['lo']:+.1f}, {100 * d['hi']:+.1f}]"
 
 
-def _within_problem_auroc(traces, key: str) -> tuple[float, int]:
-    """Mean over problems (with right and wrong samples) of the AUROC of ``meta.scores[key]`` for a
-    right final answer among that problem's samples (ties count half)."""
-    from prmkit.traces import is_correct
+def _within(traces, key: str) -> float:
+    from prmkit.eval import within_problem_auroc
 
-    groups: dict[str, list] = {}
-    for t in traces:
-        v = (t.meta.get("scores") or {}).get(key)
-        ok = is_correct(t)
-        if v is not None and ok is not None:
-            groups.setdefault(t.problem.id or t.problem.text, []).append((v, ok))
-    aucs = []
-    for rows in groups.values():
-        pos = [v for v, ok in rows if ok]
-        neg = [v for v, ok in rows if not ok]
-        if pos and neg:
-            wins = sum((p > q) + 0.5 * (p == q) for p in pos for q in neg)
-            aucs.append(wins / (len(pos) * len(neg)))
-    return (sum(aucs) / len(aucs) if aucs else float("nan")), len(aucs)
+    value = within_problem_auroc(traces, key)[0]
+    return float("nan") if value is None else value
 
 
 class _Product:
@@ -117,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None, help="also write the report sections here")
     args = ap.parse_args(argv)
 
-    from prmkit.eval import bon_report, run_probes, step_metrics_for
+    from prmkit.eval import bon_report, run_probes, step_metrics_for, within_problem_auroc
     from prmkit.generate import generate_file, load_problems
     from prmkit.policies import SamplingParams, load_policy
     from prmkit.scoring import load_scorer, score_traces
@@ -193,15 +179,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {a} − {b}: {_pts(lc.compare(a, b, n))}")
         lm = step_metrics_for(traces, key="likelihood", label_source="symbolic").to_dict()
         print(f"  likelihood step AUROC vs symbolic labels: {lm['auroc']:.3f}; within-problem AUROC "
-              f"{_within_problem_auroc(traces, 'likelihood:min')[0]:.3f}")
+              f"{_within(traces, 'likelihood'):.3f}")
         if args.combine:
             cm = step_metrics_for(traces, key="combined", label_source="symbolic").to_dict()
             print(f"  PRM×likelihood step AUROC vs symbolic labels: {cm['auroc']:.3f}; within-problem AUROC "
-                  f"{_within_problem_auroc(traces, 'combined:min')[0]:.3f}")
+                  f"{_within(traces, 'combined'):.3f}")
     sm = step_metrics_for(traces, key="prm", label_source="symbolic").to_dict()
     print(f"\nstep metrics vs symbolic labels: AUROC {sm['auroc']:.3f}  F1(error) {sm['f1_error']:.3f}  "
           f"on {sm['n']} labelled steps")
-    within = _within_problem_auroc(traces, "prm:min")
+    within = within_problem_auroc(traces, "prm")
     print(f"within-problem AUROC of the trace score (min) for a right answer: {within[0]:.3f} over "
           f"{within[1]} problems with right and wrong samples (0.5: no better than chance; what "
           f"best-of-N needs, unlike the pooled step AUROC)" if within[1] else

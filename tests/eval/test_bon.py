@@ -239,3 +239,26 @@ def test_errors_say_what_to_change():
         curves.compare("PRM", "nope")
     with pytest.raises(PrmkitError, match="N=4"):
         curves.compare("PRM", "ORM", n=4)
+
+
+def test_within_problem_auroc_ranks_within_problems_only():
+    from prmkit.eval import within_problem_auroc
+    from prmkit.trace import Problem, Step, Trace
+
+    def t(pid, s, a, orm=False):
+        p = Problem("q", answer="1", id=pid)
+        if orm:
+            return Trace(id=f"{pid}{s}{a}", problem=p, steps=[Step("x")], final_answer=a,
+                         meta={"scores": {"orm": s}})
+        return Trace(id=f"{pid}{s}{a}", problem=p, steps=[Step("x", scores={"prm": s}),
+                                                           Step("y", scores={"prm": 1.0})], final_answer=a)
+    # Problem a is easy (all scores high), b hard (all low): every right sample outscores every wrong one
+    # within its problem, so the within-problem AUROC is 1 although pooled scores would mix them.
+    rows = [("a", 0.9, "1"), ("a", 0.8, "2"), ("b", 0.3, "1"), ("b", 0.1, "2"), ("b", 0.2, "2")]
+    assert within_problem_auroc([t(*r) for r in rows], "prm") == (1.0, 2)
+    inverted = [(p, 1 - s, a) for p, s, a in rows]
+    assert within_problem_auroc([t(*r) for r in inverted], "prm") == (0.0, 2)
+    # A trace-level score (an ORM) reads the same with aggregate=None.
+    assert within_problem_auroc([t(*r, orm=True) for r in rows], "orm", aggregate=None) == (1.0, 2)
+    # No problem with both right and wrong samples: nothing to rank.
+    assert within_problem_auroc([t("c", 0.5, "1")], "prm") == (None, 0)

@@ -9,7 +9,7 @@ add one with :func:`register_probe`).
 """
 
 from prmkit.eval._agreement import cohen_kappa, label_agreement
-from prmkit.eval._bon import BonCurves, BonMethod, bon_choices, bon_curves, default_methods
+from prmkit.eval._bon import BonCurves, BonMethod, bon_choices, bon_curves, default_methods, within_problem_auroc
 from prmkit.eval._card import CARD_FIELDS, Card, CardField, card_from_provenance
 from prmkit.eval._derived import arith_derived_traces, derive_traces, gsm8k_derived_traces
 from prmkit.eval._metrics import auroc, first_error_accuracy, first_error_index
@@ -53,7 +53,7 @@ __all__ = [
     "evaluate_processbench", "ProcessBenchResult", "predict_first_error", "processbench_split",
     "threshold_sweep",
     "evaluate_prmbench", "PRMBenchResult", "PRMBENCH_GROUPS", "prmbench_with_originals",
-    "bon_curves", "BonCurves", "BonMethod", "default_methods", "bon_choices", "bon_verdict",
+    "bon_curves", "BonCurves", "BonMethod", "default_methods", "bon_choices", "bon_verdict", "within_problem_auroc",
     "bon_report", "BonReport", "MAIN_METHOD", "RIVALS", "EXTRA_COMPARISONS",
     "step_metrics", "step_metrics_for", "collect_steps", "StepMetrics",
     "gaming_probe", "collapse_probe", "length_bias_probe", "transfer_probe", "PERTURBATIONS",

@@ -61,7 +61,8 @@ from prmkit.search import group_answers, group_by_problem
 from prmkit.trace import Trace
 from prmkit.traces import is_correct, stored_scores
 
-__all__ = ["BonMethod", "BonCurves", "SELECTOR_KINDS", "default_methods", "bon_curves", "bon_choices"]
+__all__ = ["BonMethod", "BonCurves", "SELECTOR_KINDS", "default_methods", "bon_curves", "bon_choices",
+           "within_problem_auroc"]
 
 #: The selectors a :class:`BonMethod` can use.
 SELECTOR_KINDS = ("bon", "weighted", "majority", "random", "oracle")
@@ -500,3 +501,35 @@ def bon_choices(traces: Iterable[Trace], methods: Sequence[BonMethod] | None = N
             pos = int(_choose(np, m, c, g, s, stats)[0])
             out[m.name][key] = None if pos < 0 else pos
     return out
+
+
+def within_problem_auroc(traces: Iterable[Trace], key: str, aggregate: str | None = "min"
+                         ) -> tuple[float | None, int]:
+    """How well ``key``'s trace score ranks a problem's right samples above its wrong ones: the mean,
+    over problems with both right and wrong judged samples, of the AUROC of the trace score
+    (``aggregate`` of the step scores; None: the trace-level score, an ORM) for a right final answer
+    (ties count half); and the number of such problems. This is what best-of-N needs, unlike a step
+    AUROC pooled over problems (which easy-vs-hard problems alone can raise). Unscored or unjudged
+    samples are left out; (None, 0) when no problem qualifies.
+
+    >>> from prmkit.trace import Problem, Step, Trace
+    >>> def t(pid, s, a):
+    ...     return Trace(id=f"{pid}{s}", problem=Problem("q", answer="1", id=pid),
+    ...                  steps=[Step("x", scores={"prm": s})], final_answer=a)
+    >>> within_problem_auroc([t("a", 0.9, "1"), t("a", 0.2, "2"), t("a", 0.5, "1"),   # 1.0
+    ...                       t("b", 0.3, "1"), t("b", 0.6, "2"), t("b", 0.3, "2"),   # 0.25
+    ...                       t("c", 0.1, "1")], "prm")                               # one class only
+    (0.625, 2)
+    """
+    from prmkit.eval._metrics import auroc
+
+    groups: dict[str, list[tuple[float, bool]]] = {}
+    for trace in traces:
+        scores = stored_scores(trace, key)
+        value = trace_score(scores, aggregate) if aggregate else (scores[0] if len(scores) == 1 else None)
+        ok = is_correct(trace)
+        if value is not None and ok is not None:
+            groups.setdefault(trace.problem.id or trace.problem.text, []).append((value, ok))
+    aucs = [a for rows in groups.values()
+            if (a := auroc([v for v, _ in rows], [ok for _, ok in rows])) is not None]
+    return (sum(aucs) / len(aucs) if aucs else None), len(aucs)
