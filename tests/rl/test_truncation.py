@@ -37,7 +37,8 @@ def test_policies_and_counts(policy, want, caplog):
         got = reward(["q"] * 5, COMPLETIONS, log_metric=lambda k, v: metrics.__setitem__(k, v))
     assert got == want
     assert dict(reward.last_stats) == {"completions": 5, "scored": 2 if policy == "score_prefix" else 1,
-                                       "no_steps": 1, "rejected": 1, "partial": 2, "unscored_steps": 2}
+                                       "no_steps": 1, "rejected": 1, "too_long": 1, "partial": 2,
+                                       "unscored_steps": 2}
     assert metrics == {"prm_min/unscored_frac": 2 / 5, "prm_min/partial_frac": 2 / 5}
     assert "1 without steps, 1 rejected by the scorer, 2 scored on only some steps" in caplog.text
     reward(["q"], ["a"])

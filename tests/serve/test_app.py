@@ -31,7 +31,8 @@ def test_get_reward_openrlhf_shape_and_values():
     assert body["scores"] == body["rewards"]
     assert body["step_scores"] == [[0.9, 0.8], [0.2, 0.3]]
     assert body["unscored"] == [None, None]
-    assert body["extra_logs"] == {"prm_unscored": 0.0, "prm_prompt_not_found": 0.0, "prm_steps": 4.0}
+    assert body["extra_logs"] == {"prm_unscored": 0.0, "prm_too_long": 0.0, "prm_prompt_not_found": 0.0,
+                                  "prm_steps": 4.0}
 
 
 def test_get_reward_aggregate_and_no_prompts():

@@ -9,13 +9,18 @@ function's rewards under its ``__name__``.
 :class:`PRMReward` turns each completion into a trace (the problem is the prompt's last user message;
 the steps are cut by a prmkit splitter, ``newline`` by default, as ``prmkit generate`` does), scores
 all of them in one call, and aggregates each trace's step scores (``min`` by default) into its
-reward. A completion is unscorable — ``None`` — when it has no step, or when the scorer rejects it
-(say, longer than an ORM's ``max_length``, or a problem that leaves no room for any step).
+reward. A completion is unscorable when it has no step, or when the scorer rejects it (say, longer
+than an ORM's ``max_length``, or a problem that leaves no room for any step: ``too_long``); it gets
+``unscored_reward``, ``None`` by default: TRL's "no opinion", which TRL (1.16:
+``trl/trainer/grpo_trainer.py``, ``_calculate_rewards`` and ``_generate_and_score_completions``)
+turns into NaN, leaves out of its group's mean and std when every reward function gave it, and gives
+advantage 0. A number (``unscored_reward=0.0``) is for trainers that need one.
 
 A completion the PRM scores on only some of its steps (steps past ``max_length`` with
 ``long="truncate"``) is handled as ``truncation=`` says: ``score_prefix`` (the default) aggregates the
-steps that were scored, ``none`` gives it ``None``, ``error`` raises. Nothing is silent: every call
-counts completions, scored, ``no_steps``, ``rejected``, ``partial`` and ``unscored_steps`` into
+steps that were scored, ``none`` gives it ``unscored_reward``, ``error`` raises (as it does for a
+rejected completion). Nothing is silent: every call counts completions, scored, ``no_steps``,
+``rejected`` (of which ``too_long``), ``partial`` and ``unscored_steps`` into
 :attr:`PRMReward.stats` (all calls) and :attr:`PRMReward.last_stats` (the last call), logs a warning
 on the ``prmkit.rl`` logger when any completion was not fully scored, and, under TRL (>= 1.x passes a
 ``log_metric`` callable to reward functions), logs ``<name>/unscored_frac`` and
@@ -85,14 +90,21 @@ class PRMReward:
     the reward is ``scale * score + shift`` (e.g. ``scale=2, shift=-1`` for rewards in [-1, 1]).
     ``truncation``: ``score_prefix``, ``none`` or ``error`` for a completion scored on only some of its
     steps (module docs); ``stats`` / ``last_stats`` count what could not be scored.
+    ``unscored_reward``: the reward of a completion nothing of which was scored (``None``: TRL's "no
+    opinion"; used as it is, not scaled).
+
+    A scorer with a ``score_each(traces)`` method (:class:`~prmkit.serve.RemoteScorer`) reports per
+    trace why it could not score it, in one call; for any other a refused call is retried one trace
+    at a time.
     """
 
     def __init__(self, scorer: StepScorer, *, aggregate: str = "min", splitter: str = "newline",
                  name: str | None = None, scale: float = 1.0, shift: float = 0.0,
-                 truncation: str = "score_prefix") -> None:
+                 truncation: str = "score_prefix", unscored_reward: float | None = None) -> None:
         if truncation not in TRUNCATION:
             raise PrmkitError(f"truncation must be one of {', '.join(TRUNCATION)}, got {truncation!r}")
         self.truncation = truncation
+        self.unscored_reward = unscored_reward
         #: Counts over every call: completions, scored, no_steps, rejected, partial, unscored_steps.
         self.stats: Counter[str] = Counter()
         #: The same counts for the last call only.
@@ -108,11 +120,14 @@ class PRMReward:
 
     @classmethod
     def from_pretrained(cls, path: str, *, aggregate: str = "min", splitter: str = "newline",
-                        name: str | None = None, **scorer_args: Any) -> PRMReward:
-        """A reward function over a checkpoint folder (loaded as ``prmkit search --model`` does)."""
+                        name: str | None = None, truncation: str = "score_prefix",
+                        unscored_reward: float | None = None, **scorer_args: Any) -> PRMReward:
+        """A reward function over a checkpoint folder, or a server's ``http://host:port`` (loaded as
+        ``prmkit search --model`` does)."""
         from prmkit.scoring import model_scorer
 
-        return cls(model_scorer(path, **scorer_args), aggregate=aggregate, splitter=splitter, name=name)
+        return cls(model_scorer(path, **scorer_args), aggregate=aggregate, splitter=splitter, name=name,
+                   truncation=truncation, unscored_reward=unscored_reward)
 
     def traces(self, prompts: Sequence[Any], completions: Sequence[Any]) -> list[Trace | None]:
         """The trace of every completion (None where it has no step)."""
@@ -136,6 +151,11 @@ class PRMReward:
         idx = [i for i, t in enumerate(traces) if t is not None]
         out: list[tuple[list[float | None] | None, str | None]] = [(None, "no steps")] * len(traces)
         batch = [traces[i] for i in idx]
+        each = getattr(self.scorer, "score_each", None)
+        if callable(each) and batch:
+            for i, r in zip(idx, each(batch), strict=True):
+                out[i] = r
+            return out
         try:
             results = [(list(r), None) for r in self.scorer.score(batch)] if batch else []
         except PrmkitError:
@@ -159,6 +179,9 @@ class PRMReward:
         for k, (scores, why) in enumerate(found):
             if scores is None:
                 c["no_steps" if why == "no steps" else "rejected"] += 1
+                # prmkit's length refusals name max_length (RewardModel.encode_all, a server's reason)
+                if why != "no steps" and "max_length" in str(why):
+                    c["too_long"] += 1
                 if self.truncation == "error" and why != "no steps":
                     raise PrmkitError(f"completion {k}: not scored: {why}")
                 out.append(None)
@@ -180,9 +203,9 @@ class PRMReward:
         unscored = c["no_steps"] + c["rejected"]
         if unscored or c["partial"]:
             log.warning("%s: of %d completions, %d without steps, %d rejected by the scorer, %d scored on "
-                        "only some steps (%d steps unscored; truncation=%s)", self.__name__,
-                        c["completions"], c["no_steps"], c["rejected"], c["partial"], c["unscored_steps"],
-                        self.truncation)
+                        "only some steps (%d steps unscored; %d too long for max_length; truncation=%s, "
+                        "unscored reward %s)", self.__name__, c["completions"], c["no_steps"], c["rejected"],
+                        c["partial"], c["unscored_steps"], c["too_long"], self.truncation, self.unscored_reward)
         if callable(log_metric) and c["completions"]:
             for key, value in (("unscored_frac", unscored), ("partial_frac", c["partial"])):
                 try:
@@ -198,5 +221,5 @@ class PRMReward:
         rewards: list[float | None] = []
         for scores in self.resolve(self.traces(prompts, completions), kwargs.get("log_metric")):
             value = self._agg(scores) if scores else None
-            rewards.append(None if value is None else self.scale * value + self.shift)
+            rewards.append(self.unscored_reward if value is None else self.scale * value + self.shift)
         return rewards

@@ -7,13 +7,18 @@ Endpoints:
   Out: ``{"rewards": [float], "scores": [float], "step_scores": [[float | null]], "unscored":
   [str | null], "extra_logs": {...}}``. ``rewards`` (and ``scores``, which OpenRLHF reads first when
   present) hold one number per query, always a number, since OpenRLHF makes a tensor of it: a query
-  that could not be scored (no step, or rejected by the scorer) gets ``unscored_reward`` and its
-  reason in ``unscored``. ``extra_logs`` holds scalars OpenRLHF logs beside the reward.
+  that could not be scored gets ``unscored_reward`` and its reason in ``unscored``: ``no steps``,
+  ``too long for the model: ...`` (its prompt alone leaves no room for a step within the model's
+  ``max_length``; steps past ``max_length`` are scored in windows or left ``null`` as the model's
+  ``long`` says, and the reward aggregates those scored) or ``rejected by the scorer: ...``.
+  ``extra_logs`` holds scalars OpenRLHF logs beside the reward (``prm_unscored``, ``prm_too_long``, ...).
 - ``POST /v1/score``: prmkit's own. In: ``{"traces": [{"id": str?, "problem": str | {"text": ...},
   "steps": [str | {"text": ...}]}], "aggregate": str?}`` (a prmkit trace record is accepted as it is).
   Out: ``{"model", "kind", "aggregate", "results": [{"id", "step_scores", "score", "unscored"}]}``:
   a PRM's per-step scores (``null`` for a step it could not score) and their aggregate; an ORM's one
-  score as ``score`` (``step_scores`` null).
+  score as ``score`` (``step_scores`` null). A trace not scored at all has ``score`` and
+  ``step_scores`` null and its reason (as above) in ``unscored``: this endpoint reports, the client
+  decides (:class:`~prmkit.serve.RemoteScorer` raises it, or hands it to ``PRMReward``).
 - ``GET /health``: ``{"status": "ok" | "draining", "model", "kind", "max_traces", ...}`` (no auth);
 - ``GET /metrics``: Prometheus text (:class:`~prmkit.serve._metrics.Metrics`).
 
@@ -38,7 +43,7 @@ from typing import Any
 
 from prmkit.errors import MissingDependencyError, PrmkitError
 from prmkit.scoring import StepScorer, get_aggregator
-from prmkit.serve._batcher import DynamicBatcher, QueueFull, Result
+from prmkit.serve._batcher import DynamicBatcher, QueueFull, Result, unscored_kind
 from prmkit.serve._metrics import Metrics
 from prmkit.serve._queries import query_trace
 from prmkit.trace import Problem, Step, Trace
@@ -219,6 +224,7 @@ def create_app(scorer: StepScorer, config: ServeConfig | None = None) -> Any:
             "step_scores": [r[0] if scorer.kind == "prm" else None for r in results],
             "unscored": unscored,
             "extra_logs": {"prm_unscored": float(n_bad),
+                           "prm_too_long": float(sum(unscored_kind(u) == "too_long" for u in unscored if u)),
                            "prm_prompt_not_found": float(sum(not f for _, f in made if req.prompts)),
                            "prm_steps": float(sum(len(t.steps) for t, _ in made))},
         })

@@ -24,12 +24,18 @@ from prmkit.scoring import StepScorer
 from prmkit.serve._metrics import Metrics
 from prmkit.trace import Trace
 
-__all__ = ["DynamicBatcher", "QueueFull", "Result"]
+__all__ = ["DynamicBatcher", "QueueFull", "Result", "score_each", "unscored_kind", "NO_STEPS", "TOO_LONG"]
 
 log = logging.getLogger("prmkit.serve")
 
 #: Per trace: its scores (None: not scored) and, when not scored, why.
 Result = tuple[list[float | None] | None, str | None]
+
+#: The reason given for a trace without steps, and the prefixes of the reasons for one the scorer
+#: refused: too long for ``max_length`` (:func:`unscored_kind`), or anything else.
+NO_STEPS = "no steps"
+TOO_LONG = "too long for the model: "
+REJECTED = "rejected by the scorer: "
 
 
 class QueueFull(PrmkitError):
@@ -154,34 +160,64 @@ class DynamicBatcher:
         return taken
 
     def _score_jobs(self, jobs: Sequence[_Job]) -> None:
-        """One scorer call for every trace with steps; if the scorer rejects the batch (a trace too
-        long for an ORM, say), one call per trace, so a bad trace costs only its own result."""
+        """One scorer call for every trace with steps (:func:`score_each`: a trace the scorer refuses
+        costs a few more calls, never the others' results)."""
         todo = [t for j in jobs for t in j.traces if t.steps]
         self.metrics.scorer_calls += 1
         self.metrics.batch_traces.observe(len(todo))
-        try:
-            scored = self.scorer.score(todo) if todo else []
-            found: list[Result] = [(list(s), None) for s in scored]
-        except PrmkitError:
-            found = []
-            for t in todo:
-                try:
-                    found.append((list(self.scorer.score([t])[0]), None))
-                except PrmkitError as e:
-                    found.append((None, f"rejected by the scorer: {e}"))
-        if len(found) != len(todo):
-            raise PrmkitError(f"scorer returned {len(found)} results for {len(todo)} traces")
+        found = score_each(self.scorer, todo, self.metrics)
         at = iter(found)
         for j in jobs:
-            j.results = [next(at) if t.steps else (None, "no steps") for t in j.traces]
+            j.results = [next(at) if t.steps else (None, NO_STEPS) for t in j.traces]
 
     def _account(self, results: Sequence[Result]) -> None:
         m = self.metrics
         for scores, reason in results:
             if scores is None:
-                m.unscored["no_steps" if reason == "no steps" else "rejected"] += 1
+                m.unscored[unscored_kind(reason)] += 1
                 continue
             m.traces += 1
             m.steps += sum(s is not None for s in scores)
             if any(s is None for s in scores):
                 m.unscored["partial"] += 1
+
+
+def unscored_kind(reason: str | None) -> str:
+    """The metric label of a reason a trace was not scored: ``no_steps``, ``too_long`` (its problem
+    leaves no room for a step within the model's ``max_length``, or an ORM's whole trace does not
+    fit) or ``rejected`` (any other refusal, e.g. a step that tokenises to nothing).
+
+    >>> unscored_kind("no steps"), unscored_kind(TOO_LONG + "trace 'q0': not even the first step fits in max_length=512")
+    ('no_steps', 'too_long')
+    """
+    if reason == NO_STEPS:
+        return "no_steps"
+    return "too_long" if reason and reason.startswith(TOO_LONG) else "rejected"
+
+
+def _reason(e: Exception) -> str:
+    # prmkit's length refusals (AlignmentError from RewardModel.encode_all) all name max_length;
+    # every other refusal names its own cause.
+    return (TOO_LONG if "max_length" in str(e) else REJECTED) + str(e)
+
+
+def score_each(scorer: StepScorer, traces: Sequence[Trace], metrics: Metrics | None = None) -> list[Result]:
+    """Per trace ``(scores, None)``, or ``(None, reason)`` for one the scorer refuses. One call for all
+    of them; when the scorer refuses the call (it raises for the whole batch if one trace cannot be
+    encoded), the batch is halved and each half retried, so one bad trace among n costs about
+    2·log2(n) extra calls and the others stay batched (one call per trace cost a 64-trace batch 64
+    calls). ``metrics.scorer_calls`` counts the extra calls."""
+    if not traces:
+        return []
+    try:
+        scored = scorer.score(list(traces))
+    except PrmkitError as e:
+        if len(traces) == 1:
+            return [(None, _reason(e))]
+        half = len(traces) // 2
+        if metrics is not None:
+            metrics.scorer_calls += 2
+        return score_each(scorer, traces[:half], metrics) + score_each(scorer, traces[half:], metrics)
+    if len(scored) != len(traces):
+        raise PrmkitError(f"scorer returned {len(scored)} results for {len(traces)} traces")
+    return [(list(s), None) for s in scored]

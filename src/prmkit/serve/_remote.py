@@ -93,8 +93,21 @@ class RemoteScorer:
 
     def score(self, traces: Sequence[Trace]) -> list[list[float | None]]:
         """Per trace its step scores (PRM) or a one-element list (ORM), as the served model scores them.
-        A trace the server could not score raises :class:`RemoteScorerError` with its reason."""
+        A trace the server could not score raises :class:`RemoteScorerError` with its reason (as a
+        local model raises for a trace it cannot encode); :meth:`score_each` returns it instead."""
         out: list[list[float | None]] = []
+        for t, (scores, why) in zip(traces, self.score_each(traces), strict=True):
+            if scores is None:
+                raise RemoteScorerError(f"trace {t.id!r}: {why}")
+            out.append(scores)
+        return out
+
+    def score_each(self, traces: Sequence[Trace]) -> list[tuple[list[float | None] | None, str | None]]:
+        """Per trace ``(scores, None)``, or ``(None, reason)`` for one the server could not score (``no
+        steps``, ``too long for the model: ...``, ``rejected by the scorer: ...``), in one request per
+        ``chunk`` traces. :class:`~prmkit.rl.PRMReward` uses it, so one over-long completion costs
+        its own reward, not a request per completion."""
+        out: list[tuple[list[float | None] | None, str | None]] = []
         for i in range(0, len(traces), self.chunk):
             part = traces[i:i + self.chunk]
             body = {"traces": [{"id": t.id, "problem": t.problem.text, "steps": [s.text for s in t.steps]}
@@ -104,10 +117,11 @@ class RemoteScorer:
             if not isinstance(results, list) or len(results) != len(part):
                 raise RemoteScorerError(f"{self.url}/v1/score: expected {len(part)} results, got "
                                         f"{len(results) if isinstance(results, list) else results!r}")
-            for t, r in zip(part, results, strict=True):
+            for r in results:
                 if r.get("unscored"):
-                    raise RemoteScorerError(f"trace {t.id!r}: {r['unscored']}")
-                out.append(list(r["step_scores"]) if self.kind == "prm" else [r["score"]])
+                    out.append((None, str(r["unscored"])))
+                else:
+                    out.append((list(r["step_scores"]) if self.kind == "prm" else [r["score"]], None))
         return out
 
 
