@@ -286,6 +286,7 @@ FORMATS = Registry("format", {
     "gsm8k": "prmkit.data._gsm8k:GSM8KFormat",
     "math": "prmkit.data._math:MATHFormat",
     "math_aps": "prmkit.data._math_aps:MathAPSFormat",
+    "inspect": "prmkit.data._inspect:InspectFormat",
 }, group="prmkit.formats")
 
 
