@@ -235,7 +235,7 @@ class InspectFormat(Format):
         meta = {"eval_id": ev.get("eval_id"), "run_id": ev.get("run_id"), "task": ev.get("task"),
                 "task_id": ev.get("task_id"), "model": ev.get("model"), "created": ev.get("created"),
                 "sample_id": sid, "epoch": epoch, "uuid": s.obj.get("uuid"), "target": target,
-                "scorer": scorer, "scores": scores or None, "metadata": s.obj.get("metadata") or None,
+                "scorer": scorer, "scores": {k: _score(v) for k, v in scores.items()} or None, "metadata": s.obj.get("metadata") or None,
                 "error": error, "limit": s.obj.get("limit")}
         trace.meta["inspect"] = {k: v for k, v in meta.items() if v is not None}
         packages = ev.get("packages") if isinstance(ev.get("packages"), dict) else {}
@@ -332,6 +332,14 @@ def _resolve(value: Any, attachments: dict[str, Any], f: Fields, key: str) -> An
     if isinstance(value, list):
         return [_resolve(v, attachments, f, key) for v in value]
     return value
+
+
+def _score(score: Any) -> Any:
+    """A score as kept in ``meta``: without the fields left empty (None, an empty history), so a
+    log read by ``inspect_ai`` (which fills them in) and read directly give the same record."""
+    if not isinstance(score, dict):
+        return score
+    return {k: v for k, v in score.items() if v is not None and not (k == "history" and v == [])}
 
 
 def _outcome(value: Any) -> str:
