@@ -2,12 +2,14 @@
 
     python benchmarks/serve_load.py                                   # the shipped SmolLM2 PRM, 64 clients, 60 s each
     python benchmarks/serve_load.py --model tiny --seconds 10         # a seeded tiny PRM (no weights needed)
+    python benchmarks/serve_load.py --clients 16 --soak 600           # soak: the batched server alone, 10 min
 
 Both servers run in this process on loopback (uvicorn on a free 127.0.0.1 port, one at a time), serve
 the same model and take the same load: ``--clients`` concurrent clients, each sending in a loop one
 request with the ``--candidates`` candidate solutions of an arith problem (best-of-N: the reference
 solution with one step's result changed per candidate, so candidates share the problem and their first
-steps), for ``--seconds`` seconds (requests in flight at the end are awaited and counted).
+steps; a new problem per request, :class:`Bodies`), for ``--seconds`` seconds after one untimed
+request (requests in flight at the end are awaited and counted).
 
 - **batched**: ``prmkit serve`` as shipped: requests arriving together share one scorer call
   (``max_wait_ms``), and :class:`~prmkit.scoring.PrefixCachingScorer` runs each shared prefix once;
@@ -17,38 +19,58 @@ steps), for ``--seconds`` seconds (requests in flight at the end are awaited and
 Printed per server: requests, steps scored per second, latency p50 / p95 / p99, errors; then a run of
 the batched server at half the naive-saturating client count (``--half``) for the p99 / p50 ratio; then
 the command line, and last the batched / naive steps/s ratio (the issue's goal: >= 3).
+
+``--soak SECONDS`` runs the batched server alone under ``--clients`` for that long and prints, every
+``--every`` seconds, throughput, latency percentiles, errors and this process's RSS, then the RSS
+growth after the first window (the issue's goal: < 5% over 10 minutes at moderate load).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
+import os
 import random
 import shlex
 import statistics
 import sys
 import threading
 import time
+from collections import Counter
+from dataclasses import dataclass, field
 
 
-def candidate_sets(n_problems: int, candidates: int, seed: int = 0) -> list[dict]:
-    """Per problem a /v1/score body with ``candidates`` traces."""
-    from prmkit.envs import ArithEnv
+class Bodies:
+    """/v1/score bodies, one per request: the ``candidates`` candidate solutions of arith problem 0,
+    1, 2, ... (best-of-N: the reference solution, and copies with one step's result changed, so
+    candidates share the problem and their first steps). Each request brings a problem not seen
+    before, as an RL trainer's do, so no server answers from what it cached of an earlier request;
+    ``cycle`` > 0 sends problems 0 .. cycle-1 over and over instead (a repeated load)."""
 
-    rng = random.Random(seed)
-    bodies = []
-    for p in ArithEnv(steps=3).problems(n_problems):
+    def __init__(self, candidates: int, cycle: int = 0, seed: int = 0) -> None:
+        from prmkit.envs import ArithEnv
+
+        self.env = ArithEnv(steps=3)
+        self.candidates = candidates
+        self.cycle = cycle
+        self.rng = random.Random(seed)
+        self.sent = 0
+
+    def next(self) -> dict:
+        index = self.sent % self.cycle if self.cycle else self.sent
+        self.sent += 1
+        p = self.env.problem(index)
         steps = p.solution.split("\n")
         traces = []
-        for i in range(candidates):
+        for i in range(self.candidates):
             s = list(steps)
             k = i % (len(s) - 1)
             if i:  # candidate 0 is the reference; the others change one result
                 head, _, result = s[k].rpartition("= ")
-                s[k] = f"{head}= {int(result.rstrip('.')) + rng.randint(1, 9)}."
+                s[k] = f"{head}= {int(result.rstrip('.')) + self.rng.randint(1, 9)}."
             traces.append({"id": f"{i}", "problem": p.text, "steps": s})
-        bodies.append({"traces": traces})
-    return bodies
+        return {"traces": traces}
 
 
 def load_model(name: str):
@@ -80,43 +102,88 @@ class Naive:
         return self.rm.score(traces, batch_size=self.batch)
 
 
-async def drive(url: str, bodies: list[dict], clients: int, seconds: float) -> dict:
+@dataclass
+class Record:
+    """What a load run saw, each entry stamped with seconds since its start: per answered request
+    ``(t, latency, steps)``, per failed one ``(t, what)`` (an HTTP status or an exception's name), and
+    ``(t, RSS MiB)`` samples of this process (server and clients: both live here)."""
+
+    done: list[tuple[float, float, int]] = field(default_factory=list)
+    errors: list[tuple[float, str]] = field(default_factory=list)
+    rss: list[tuple[float, float]] = field(default_factory=list)
+    wall: float = 0.0
+
+    def window(self, t0: float = 0.0, t1: float | None = None) -> dict:
+        """Requests, steps/s, p50 / p95 / p99 latency and errors of the requests that ended in [t0, t1)."""
+        t1 = self.wall if t1 is None else t1
+        lat = [x for t, x, _ in self.done if t0 <= t < t1]
+        steps = sum(n for t, _, n in self.done if t0 <= t < t1)
+        q = statistics.quantiles(lat, n=100) if len(lat) > 1 else [float("nan")] * 99
+        return {"requests": len(lat), "errors": sum(t0 <= t < t1 for t, _ in self.errors),
+                "steps_per_s": steps / max(t1 - t0, 1e-9), "p50": q[49], "p95": q[94], "p99": q[98]}
+
+
+def rss_mib() -> float:
+    """Resident memory of this process now (Linux /proc; elsewhere the peak, from getrusage)."""
+    try:
+        with open("/proc/self/status") as f:
+            for row in f:
+                if row.startswith("VmRSS:"):
+                    return int(row.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+async def one_client(c, url: str, bodies: Bodies, start: float, deadline: float, rec: Record) -> None:
+    """Send the next body, await the answer, again, until ``deadline``."""
     import httpx
 
-    latencies: list[float] = []
-    errors = 0
-    steps = 0
-    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        body = bodies.next()
+        t0 = time.perf_counter()
+        try:
+            r = await c.post(url + "/v1/score", json=body)
+            what = None if r.status_code == 200 else f"HTTP {r.status_code}"
+        except httpx.HTTPError as e:
+            what = type(e).__name__
+        t1 = time.perf_counter()
+        if what is not None:
+            rec.errors.append((t1 - start, what))
+        else:
+            rec.done.append((t1 - start, t1 - t0, sum(len(t["steps"]) for t in body["traces"])))
 
-    async def client(c: httpx.AsyncClient, k: int) -> None:
-        nonlocal errors, steps
-        i = k
-        while time.perf_counter() < deadline:
-            body = bodies[i % len(bodies)]
-            i += clients
-            t0 = time.perf_counter()
-            try:
-                r = await c.post(url + "/v1/score", json=body)
-                ok = r.status_code == 200
-            except httpx.HTTPError:
-                ok = False
-            if not ok:
-                errors += 1
-                continue
-            latencies.append(time.perf_counter() - t0)
-            steps += sum(len(t["steps"]) for t in body["traces"])
 
-    start = time.perf_counter()
+async def sample_rss(rec: Record, start: float, deadline: float, every: float) -> None:
+    while True:
+        rec.rss.append((time.perf_counter() - start, rss_mib()))
+        if time.perf_counter() >= deadline:
+            return
+        await asyncio.sleep(min(every, max(0.0, deadline - time.perf_counter())))
+
+
+async def drive(url: str, bodies: Bodies, clients: int, seconds: float, rss_every: float = 1.0) -> Record:
+    """``clients`` clients in a loop for ``seconds`` (requests in flight then are awaited and counted),
+    after one untimed request (the first call's one-off costs: allocator, kernels, imports)."""
+    import httpx
+
+    rec = Record()
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(timeout=600, limits=limits) as c:
-        await asyncio.gather(*(client(c, k) for k in range(clients)))
-    wall = time.perf_counter() - start
-    q = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [float("nan")] * 99
-    return {"requests": len(latencies), "errors": errors, "steps_per_s": steps / wall, "wall": wall,
-            "p50": q[49], "p95": q[94], "p99": q[98]}
+        (await c.post(url + "/v1/score", json=Bodies(bodies.candidates, seed=-1).next())).raise_for_status()
+        start = time.perf_counter()
+        deadline = start + seconds
+        await asyncio.gather(sample_rss(rec, start, deadline, rss_every),
+                             *(one_client(c, url, bodies, start, deadline, rec) for _ in range(clients)))
+    rec.wall = time.perf_counter() - start
+    rec.rss.append((rec.wall, rss_mib()))
+    return rec
 
 
-def run(scorer, config, bodies, clients, seconds) -> dict:
+def run(scorer, config, bodies, clients, seconds, rss_every: float = 1.0) -> Record:
+    """Serve ``scorer`` on a free loopback port, put the load on it, stop it; the :class:`Record`."""
     from prmkit.serve import make_server
 
     server = make_server(scorer, config, host="127.0.0.1", port=0, log_level="error")
@@ -126,31 +193,64 @@ def run(scorer, config, bodies, clients, seconds) -> dict:
         time.sleep(0.01)
     url = f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
     try:
-        out = asyncio.run(drive(url, bodies, clients, seconds))
-        stats = getattr(scorer, "stats", None)
-        out["tokens_reused"] = stats.tokens_reused if stats is not None else 0
-        return out
+        return asyncio.run(drive(url, bodies, clients, seconds, rss_every))
     finally:
         server.should_exit = True
         th.join(timeout=60)
 
 
 def line(name: str, r: dict) -> str:
-    return (f"{name:<22} {r['requests']:>5} requests  {r['steps_per_s']:8.1f} steps/s  p50 {r['p50']:.3f}s  "
+    return (f"{name:<24} {r['requests']:>5} requests  {r['steps_per_s']:8.1f} steps/s  p50 {r['p50']:.3f}s  "
             f"p95 {r['p95']:.3f}s  p99 {r['p99']:.3f}s  errors {r['errors']}")
+
+
+def error_kinds(*recs: Record) -> str:
+    kinds = Counter(what for rec in recs for _, what in rec.errors)
+    return ", ".join(f"{k} x{n}" for k, n in kinds.most_common()) or "none"
+
+
+def soak(rm, args, config) -> None:
+    """The batched server alone for ``--soak`` seconds: a line per ``--every`` seconds (throughput,
+    latency percentiles, errors, RSS), then the RSS growth from the end of the first window (the
+    warm-up: allocator pools, the prefix cache filling to its bound) to the end."""
+    from prmkit.scoring import PrefixCachingScorer
+
+    scorer = PrefixCachingScorer(rm, batch_size=args.batch_size)
+    rec = run(scorer, config, Bodies(args.candidates, args.cycle), args.clients, args.soak,
+              rss_every=min(1.0, args.every))
+    print(f"soak: {args.clients} clients x {args.candidates} candidates for {args.soak:g}s "
+          f"(RSS of this process: server and clients)")
+    edges = [*range(0, int(rec.wall), max(1, int(args.every))), rec.wall]
+    if len(edges) > 2 and edges[-1] - edges[-2] < 0.5 * args.every:
+        del edges[-2]  # the requests awaited after the deadline join the last window
+    for t0, t1 in itertools.pairwise(edges):
+        rss = max((m for t, m in rec.rss if t <= t1), default=float("nan"))
+        print(line(f"  {t0:>4.0f}-{t1:<4.0f}s", rec.window(t0, t1)) + f"  RSS {rss:.0f} MiB", flush=True)
+    print(line("  whole soak", rec.window()))
+    first = max(m for t, m in rec.rss if t <= min(args.every, rec.wall))
+    last = rec.rss[-1][1]
+    print(f"RSS: start {rec.rss[0][1]:.0f} MiB, after the first {args.every:g}s {first:.0f} MiB, end {last:.0f} MiB: "
+          f"growth after warm-up {100 * (last - first) / first:+.1f}% (goal < 5%)")
+    print(f"errors: {len(rec.errors)} ({error_kinds(rec)}); tokens reused by the prefix cache "
+          f"{scorer.stats.tokens_reused}")
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="default", help="checkpoint folder, shipped name, or 'tiny'")
-    ap.add_argument("--clients", type=int, default=64)
-    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--clients", type=int, default=64, help="concurrent clients (the issue's shape: 64)")
+    ap.add_argument("--seconds", type=float, default=60.0, help="seconds per run (naive, batched, half load)")
     ap.add_argument("--candidates", type=int, default=16)
-    ap.add_argument("--problems", type=int, default=32)
+    ap.add_argument("--cycle", type=int, default=0, metavar="N",
+                    help="send problems 0..N-1 over and over (default 0: a new problem per request)")
     ap.add_argument("--batch-size", type=int, default=16, help="sequences per forward pass (both servers)")
     ap.add_argument("--max-batch-traces", type=int, default=64)
     ap.add_argument("--max-wait-ms", type=float, default=5.0)
     ap.add_argument("--half", type=int, default=None, help="clients of the half-load run (default clients/2)")
+    ap.add_argument("--soak", type=float, default=None, metavar="SECONDS",
+                    help="instead: the batched server alone for SECONDS (the issue's soak: 600 at moderate "
+                         "load, e.g. --clients 16), reporting each --every seconds")
+    ap.add_argument("--every", type=float, default=10.0, help="soak report interval, seconds")
     args = ap.parse_args(argv)
     import torch
 
@@ -159,24 +259,32 @@ def main(argv: list[str] | None = None) -> None:
 
     torch.set_num_threads(max(1, torch.get_num_threads()))
     rm = load_model(args.model)
-    bodies = candidate_sets(args.problems, args.candidates)
     common = dict(max_traces=max(1024, args.candidates), max_queued_traces=args.clients * args.candidates * 2,
                   request_timeout=600)
+    batched_cfg = ServeConfig(max_batch_traces=args.max_batch_traces, max_wait_ms=args.max_wait_ms, **common)
+    command = "command: python " + " ".join(shlex.quote(a) for a in [sys.argv[0], *(argv or sys.argv[1:])])
+    print(f"torch threads {torch.get_num_threads()}, cores {os.cpu_count()}, load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+    if args.soak:
+        soak(rm, args, batched_cfg)
+        print(command)
+        return
     naive = run(Naive(rm, args.batch_size), ServeConfig(max_batch_traces=1, max_wait_ms=0, **common),
-                bodies, args.clients, args.seconds)
-    print(line("naive (1 pass/request)", naive), flush=True)
-    batched = run(PrefixCachingScorer(rm, batch_size=args.batch_size),
-                  ServeConfig(max_batch_traces=args.max_batch_traces, max_wait_ms=args.max_wait_ms, **common),
-                  bodies, args.clients, args.seconds)
-    print(line("batched (prmkit serve)", batched) + f"  tokens reused {batched['tokens_reused']}", flush=True)
+                Bodies(args.candidates, args.cycle), args.clients, args.seconds)
+    print(line("naive (1 pass/request)", naive.window()), flush=True)
+    scorer = PrefixCachingScorer(rm, batch_size=args.batch_size)
+    batched = run(scorer, batched_cfg, Bodies(args.candidates, args.cycle), args.clients, args.seconds)
+    print(line("batched (prmkit serve)", batched.window()) + f"  tokens reused {scorer.stats.tokens_reused}",
+          flush=True)
     half = args.half or max(1, args.clients // 2)
-    light = run(PrefixCachingScorer(rm, batch_size=args.batch_size),
-                ServeConfig(max_batch_traces=args.max_batch_traces, max_wait_ms=args.max_wait_ms, **common),
-                bodies, half, args.seconds)
-    print(line(f"batched, {half} clients", light) + f"  p99/p50 {light['p99'] / light['p50']:.2f}", flush=True)
-    print(f"errors: {naive['errors'] + batched['errors'] + light['errors']}")
-    print("command: python " + " ".join(shlex.quote(a) for a in [sys.argv[0], *(argv or sys.argv[1:])]))
-    ratio = batched["steps_per_s"] / naive["steps_per_s"]
+    light = run(PrefixCachingScorer(rm, batch_size=args.batch_size), batched_cfg, Bodies(args.candidates, args.cycle),
+                half, args.seconds)
+    lw = light.window()
+    print(line(f"batched, {half} clients", lw) + f"  p99/p50 {lw['p99'] / lw['p50']:.2f}", flush=True)
+    print(f"errors: {len(naive.errors) + len(batched.errors) + len(light.errors)} "
+          f"({error_kinds(naive, batched, light)})")
+    print(command)
+    ratio = batched.window()["steps_per_s"] / naive.window()["steps_per_s"]
     print(f"batched / naive steps/s: {ratio:.2f}x (goal >= 3)")
 
 

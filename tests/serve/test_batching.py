@@ -110,3 +110,28 @@ def test_graceful_shutdown_finishes_requests_in_flight(live_server):
     assert not server.thread.is_alive()  # the server exited after finishing it
     with pytest.raises(httpx.ConnectError):
         httpx.post(server.url + "/v1/score", json=one("q", ["b"]), timeout=5)
+
+
+def test_sixty_four_concurrent_clients_all_get_their_own_scores(tiny_rm, make_traces, live_server):
+    """The issue's load shape in small: 64 clients at once, each with its own best-of-2 set, through
+    the batcher into the prefix-caching scorer; every answer is that client's, equal to local scoring."""
+    from prmkit.scoring import PrefixCachingScorer
+
+    scorer = PrefixCachingScorer(tiny_rm)
+    server = live_server(scorer, ServeConfig(max_wait_ms=20, max_batch_traces=64))
+    sets = [make_traces(f"Ann has {k} pens and gets {k % 7 + 2} more. How many now?",
+                        [[f"{k} + {k % 7 + 2} = {k + k % 7 + 2}.", f"The answer is {k + k % 7 + 2}."],
+                         [f"{k} + {k % 7 + 2} = {k + 1}.", f"The answer is {k + 1}."]], prefix=f"k{k}-")
+            for k in range(64)]
+    bodies = [{"traces": [{"id": t.id, "problem": t.problem.text, "steps": [s.text for s in t.steps]} for t in ts]}
+              for ts in sets]
+    replies = asyncio.run(_concurrently(server.url, bodies))
+    assert [r.status_code for r in replies] == [200] * 64
+    want = tiny_rm.score([t for ts in sets for t in ts])
+    got = [res for r in replies for res in r.json()["results"]]
+    assert [g["id"] for g in got] == [t.id for ts in sets for t in ts]
+    for g, w in zip(got, want, strict=True):
+        assert g["step_scores"] == pytest.approx(w, abs=1e-5) and g["unscored"] is None
+    assert scorer.stats.calls < 64  # batched across requests
+    metrics = httpx.get(server.url + "/metrics").text
+    assert 'prmkit_requests_total{endpoint="/v1/score",status="200"} 64' in metrics
