@@ -100,10 +100,15 @@ def test_fixture_reads_to_the_values_derived_by_hand(log_path):
 
 def test_scorer_option_and_detection(log_path):
     assert detect_format(log_path) == "inspect"
-    exploit = next(read(log_path, "inspect", reader="json", scorer="model_graded_qa"))
+    report = ImportReport()
+    exploit, honest, _ = read(log_path, "inspect", reader="json", scorer="model_graded_qa", report=report)
     assert (exploit.outcome, exploit.meta["inspect"]["scorer"]) == ("incorrect", "model_graded_qa")
-    with pytest.raises(FormatError, match=r"samples\[0\]\.scores — no score from scorer 'nope' "
-                                          r"\(scorers here: match, model_graded_qa\)"):
+    # a sample that scorer left unscored keeps its steps, with no outcome and an issue
+    assert (honest.outcome, honest.final_answer, "scorer" in honest.meta["inspect"]) == ("unknown", None, False)
+    assert "samples[1].scores — no score from scorer 'model_graded_qa': outcome unknown" in \
+        [str(e).split(": ", 1)[1] for e in report.issues]
+    with pytest.raises(FormatError, match=r"samples\[0\]\.scores — no scorer 'nope' in this log "
+                                          r"\(its scorers: match, model_graded_qa\)"):
         list(read(log_path, "inspect", reader="json", scorer="nope"))
     with pytest.raises(PrmkitError, match="reader must be one of auto, inspect_ai, json"):
         InspectFormat(reader="zip")

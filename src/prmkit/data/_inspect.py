@@ -59,7 +59,8 @@ class InspectFormat(Format):
 
     The problem is the sample's input (its user messages when the input is a list), its answer the
     ``target`` when it is one string. The final answer and the outcome come from one scorer's score
-    (``scorer=NAME``; default the first of the log's scorers that scored the sample): the score's
+    (``scorer=NAME``, a sample it did not score an issue; default the first of the log's scorers
+    that scored the sample): the score's
     ``answer``, and ``correct`` for the value ``C``, ``True`` or 1, ``incorrect`` for ``I``, ``N``,
     ``False`` or 0, else ``unknown``. ``trace.meta["inspect"]`` keeps the run's ids, task, model,
     sample id, epoch, target, every score, the sample's metadata and its error; a ``generate``
@@ -248,12 +249,15 @@ class InspectFormat(Format):
         return trace
 
     def _scorer(self, s: Fields, scores: dict[str, Any], ev: dict[str, Any]) -> str | None:
-        if self.scorer is not None:
-            if self.scorer not in scores:
-                raise s.error("scores", f"no score from scorer {self.scorer!r} (scorers here: "
-                                        f"{', '.join(scores) or 'none'})")
-            return self.scorer
         listed = [x.get("name") for x in ev.get("scorers") or [] if isinstance(x, dict)]
+        if self.scorer is not None:
+            if self.scorer in scores:
+                return self.scorer
+            if listed and self.scorer not in listed:  # a typo, not a sample left unscored
+                raise s.error("scores", f"no scorer {self.scorer!r} in this log (its scorers: "
+                                        f"{', '.join(map(str, listed))})")
+            self.issue(s, "scores", f"no score from scorer {self.scorer!r}: outcome unknown")
+            return None
         return next((n for n in listed if n in scores), next(iter(scores), None))
 
     def _chat(self, m: Fields, attachments: dict[str, Any], parse_errors: dict[tuple[int, int], str],
