@@ -46,26 +46,27 @@ def _inspect_ai_available() -> bool:
 class InspectFormat(Format):
     """Inspect eval logs (``.json``, and ``.eval`` with ``inspect_ai`` installed). Reading only.
 
-    Each sample (each epoch of it) becomes one trace, in the shape of the ``agent`` environment's
-    chat export, so monitors read both alike: the messages become OpenAI chat messages and go
-    through :func:`~prmkit.data.messages_to_trace` — an assistant message's text is a ``plan`` step
-    (the first one; later ones ``reasoning``), each tool call a ``tool_call`` step (the call in
-    ``step.meta["tool_call"]``, its name in ``step.meta["tool"]``), each tool result an
-    ``observation`` step (a failed call reads ``error: <message>``), the last assistant message a
-    ``final`` step. A model's own reasoning blocks (``ContentReasoning``; the summary when the
-    reasoning is redacted) are a ``reasoning`` step before the turn they belong to; other non-text
+    Each sample (each epoch of it) becomes one trace, id ``TASK:SAMPLE_ID:EPOCH``, in the shape of
+    the ``agent`` environment's chat export, so monitors read both alike: the messages become OpenAI
+    chat messages and go through :func:`~prmkit.data.messages_to_trace` — an assistant message's
+    text is a ``plan`` step (the first one; later ones ``reasoning``), each tool call a ``tool_call``
+    step (the call in ``step.meta["tool_call"]``, its name in ``step.meta["tool"]``), each tool
+    result an ``observation`` step (a failed call reads ``error: <message>``), the last assistant
+    message a ``final`` step. A model's own reasoning blocks (``ContentReasoning``; the summary when
+    the reasoning is redacted) are a ``reasoning`` step before the turn they belong to (the chat
+    export gives each its own assistant message: plain chat has no place for it); other non-text
     parts (images, audio, documents) are shown as ``[image]`` and the like. ``step.meta`` gives the
     index of the Inspect message each step came from (``inspect_message``).
 
     The problem is the sample's input (its user messages when the input is a list), its answer the
     ``target`` when it is one string. The final answer and the outcome come from one scorer's score
-    (``scorer=NAME``, a sample it did not score an issue; default the first of the log's scorers
-    that scored the sample): the score's
-    ``answer``, and ``correct`` for the value ``C``, ``True`` or 1, ``incorrect`` for ``I``, ``N``,
-    ``False`` or 0, else ``unknown``. ``trace.meta["inspect"]`` keeps the run's ids, task, model,
-    sample id, epoch, target, every score, the sample's metadata and its error; a ``generate``
-    provenance entry names the model (backend ``inspect``), task and eval id. Events, the store and
-    attachments are not kept, so this format cannot be written back.
+    (default: the first of the log's scorers that scored the sample; ``scorer=NAME`` another, a
+    sample it left unscored then being an issue): the score's ``answer``, and ``correct`` for the
+    value ``C``, ``True`` or 1, ``incorrect`` for ``I``, ``N``, ``False`` or 0, else ``unknown``.
+    ``trace.meta["inspect"]`` keeps the run's ids, task, model, sample id, epoch, target, every
+    score, the sample's metadata and its error; a ``generate`` provenance entry names the model
+    (backend ``inspect``), task and eval id. Events, the store and attachments are not kept, so
+    this format cannot be written back.
 
     ``reader``: ``auto`` (``inspect_ai.log`` when it is installed, else the JSON directly),
     ``inspect_ai`` or ``json`` (``.json`` logs only; ``attachment://`` references are resolved from
