@@ -138,6 +138,18 @@ def test_the_inspect_ai_reader_and_the_json_reader_agree(log_path):
     assert [strip(t) for t in via] == [strip(t) for t in direct]
 
 
+@needs_inspect
+def test_what_inspect_ai_cannot_read_is_a_located_error(tmp_path):
+    broken = tmp_path / "run.eval"
+    broken.write_bytes(b"PK\x03\x04 not a zip")
+    with pytest.raises(FormatError, match=rf"^{broken}: inspect_ai cannot read this log \("):
+        list(read(broken, "inspect"))
+    no_model = tmp_path / "run.json"
+    no_model.write_text(json.dumps({"version": 2, "eval": {"task": "t"}, "samples": []}))
+    with pytest.raises(FormatError, match=rf"^{no_model}: inspect_ai cannot read this log \("):
+        list(read(no_model, "inspect", reader="inspect_ai"))
+
+
 def _as_inspect(messages):
     """The environment's OpenAI chat messages as Inspect writes them (arguments as objects, a failed
     call's message in the tool message's error field)."""

@@ -33,6 +33,7 @@ _UNREAD = {"events", "events_data", "store", "timelines"}
 #: Inspect's letter scores (``inspect_ai.scorer``: CORRECT, INCORRECT, NOANSWER); PARTIAL ("P") and
 #: anything else is neither. No answer is not a correct answer.
 _LETTERS = {"C": "correct", "I": "incorrect", "N": "incorrect"}
+_NO_SAMPLES = "the log holds no samples (written with log_samples=False, or the run logged none)"
 
 
 def _inspect_ai_available() -> bool:
@@ -143,33 +144,33 @@ class InspectFormat(Format):
         samples = f.list("samples", None, nullable=True) or []
         self.header = {k: v for k, v in log.items() if k != "samples"}
         if not samples:
-            self.issue(f, "samples", "the log holds no samples (written with log_samples=False, or "
-                                     "the run logged none)")
+            self.issue(f, "samples", _NO_SAMPLES)
         yield from enumerate(samples)
 
     def _inspect_samples(self, where: str) -> Iterator[tuple[int, Any]]:
         from inspect_ai.log import read_eval_log, read_eval_log_samples
 
+        # A .json log is parsed whole either way: read it once. An .eval archive streams its samples.
+        whole = not where.endswith(".eval")
         try:
-            log = read_eval_log(where, header_only=True)
+            log = read_eval_log(where, header_only=not whole, resolve_attachments=whole)
         except Exception as e:  # inspect_ai's own errors (pydantic, zip, JSON) all mean: not a log
-            raise FormatError(f"inspect_ai cannot read this log ({type(e).__name__}: "
-                              f"{str(e).splitlines()[0] if str(e) else ''})", path=where) from e
+            raise FormatError(f"inspect_ai cannot read this log ({_first_line(e)})", path=where) from e
         self.header = log.model_dump(mode="json", exclude={"samples", "reductions"})
+        samples = iter(log.samples or []) if whole else read_eval_log_samples(
+            where, all_samples_required=False, resolve_attachments=True, exclude_fields=_UNREAD)
         i = 0
         try:
-            for sample in read_eval_log_samples(where, all_samples_required=False,
-                                                resolve_attachments=True, exclude_fields=_UNREAD):
+            for sample in samples:
                 yield i, sample.model_dump(mode="json", exclude=_UNREAD | {"attachments"})
                 i += 1
         except FormatError:
             raise
         except Exception as e:
-            raise FormatError(f"inspect_ai cannot read this sample ({type(e).__name__}: "
-                              f"{str(e).splitlines()[0] if str(e) else ''})", path=where,
+            raise FormatError(f"inspect_ai cannot read this sample ({_first_line(e)})", path=where,
                               field=f"samples[{i}]") from e
         if i == 0:
-            self.issue(Fields({}, path=where), "samples", "the log holds no samples")
+            self.issue(Fields({}, path=where), "samples", _NO_SAMPLES)
 
     # -- one sample -------------------------------------------------------------------------------------
     def decode(self, f: Fields) -> list[Trace]:
@@ -299,6 +300,11 @@ class InspectFormat(Format):
                                  else json.dumps(args, ensure_ascii=False)}})
         out.append(msg)
         return out
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0]}" if text else type(e).__name__
 
 
 def _content(m: Fields, attachments: dict[str, Any]) -> tuple[str, list[str]]:
