@@ -60,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=64, help="optimizer steps per PRM")
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--lr", type=float, default=5e-4)
-    ap.add_argument("--lora-r", type=int, default=16)
+    ap.add_argument("--lora-r", type=int, default=16, help="LoRA rank (0: train every weight)")
+    ap.add_argument("--causal", action="store_true", help="encoder backbones: attend to earlier tokens only")
     ap.add_argument("--score-batch-size", type=int, default=16)
     ap.add_argument("--precision", default="auto", choices=["fp32", "bf16", "auto"])
     ap.add_argument("--bootstrap", type=int, default=2000)
@@ -110,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
             cfg = load_config(None, [], kind="prm", model=args.model, train=files, label_source=label_source,
                               soft_labels=src == "mc_soft",
                               lora={"r": args.lora_r, "alpha": 2 * args.lora_r, "dropout": 0.0,
-                                    "target_modules": "all-linear"},
+                                    "target_modules": "all-linear"} if args.lora_r else None,
+                              causal=args.causal,
                               max_length=512, batch_size=args.batch_size, lr=args.lr, warmup_ratio=0.05,
                               epochs=100, max_steps=args.steps, save_every=16, seed=args.seed,
                               output_dir=str(folder))
@@ -144,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     j = curves.ns.index(n)
     within = {s: within_problem_auroc(heldout, s)[0] for s in rows}
     print(f"\nbest-of-{n} on {curves.problems} held-out problems; majority vote "
-          f"{_pct(curves.acc['majority'][j])}; {args.steps} steps × {args.batch_size} traces per PRM")
+          f"{_pct(curves.acc['majority'][j])}; {args.model}, {args.steps} steps × {args.batch_size} traces per PRM")
     print("| labels | step agreement with symbolic | kappa | first-error agreement | wrong steps (symbolic) "
           f"| step AUROC | within-problem AUROC | best-of-{n} | vs majority (points) |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
