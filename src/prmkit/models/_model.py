@@ -40,8 +40,8 @@ from prmkit.provenance import ScoreProvenance, TrainProvenance
 from prmkit.trace import Trace
 from prmkit.traces import write_scores
 
-__all__ = ["RewardModel", "Encoded", "RM_CONFIG", "LONG", "load_reward_model", "check_safe_weights",
-           "PICKLE_WEIGHTS"]
+__all__ = ["RewardModel", "Encoded", "RM_CONFIG", "LONG", "ERRORS", "load_reward_model",
+           "check_safe_weights", "PICKLE_WEIGHTS"]
 
 #: The file in a checkpoint folder that tells prmkit how to use the model (transformers ignores it).
 RM_CONFIG = "prmkit_rm.json"
@@ -63,6 +63,10 @@ SCORE_AUTO = "bf16"
 #: positions allow it reads whole traces exactly, for fewer tokens, with a larger max_length
 #: (2048: no MATH first wrong step cut).
 LONG = ("window", "truncate")
+
+#: What :meth:`RewardModel.score` does with a trace it cannot encode: ``raise`` (the default) or
+#: ``skip`` (``None`` for that trace; :meth:`RewardModel.score_each` says why).
+ERRORS = ("raise", "skip")
 
 
 def _torch():
@@ -364,10 +368,14 @@ class RewardModel:
                     windows: Sequence[Sequence[float]]) -> list[list[float | None]]:
         """Per trace its scores, from the inputs :meth:`encode_all` made for it (``parts``) and the
         probabilities at the positions of every input that is not a window (``whole``) and of every
-        window (``windows``), each in the order of ``parts``."""
+        window (``windows``), each in the order of ``parts``. A trace with no inputs (one
+        :meth:`encode_each` refused) gets ``None``."""
         results: list[list[float | None]] = []
         at_whole, at_window = iter(whole), iter(windows)
         for ins in parts:
+            if not ins:  # a trace :meth:`encode_each` could not encode: it ran nothing
+                results.append(None)  # type: ignore[arg-type]
+                continue
             if self.kind == "orm":
                 results.append(list(next(at_whole)))
                 continue
@@ -485,8 +493,37 @@ class RewardModel:
             return torch.sigmoid(logits[:, 0].float())
         return torch.softmax(logits.float(), dim=-1)[:, 1]
 
-    def score(self, traces: Sequence[Trace], *, batch_size: int = 8,
-              progress: bool = False) -> list[list[float | None]]:
+    def encode_each(self, traces: Sequence[Trace], *, errors: str = "raise"
+                    ) -> tuple[list[list[Encoded]], list[str | None]]:
+        """:meth:`encode_all` of every trace, and per trace ``None`` or why it cannot be encoded.
+
+        ``errors="raise"`` raises at the first trace that cannot be encoded, before any model work
+        (a :class:`PrmkitError` naming the trace, whatever the tokenizer raised, chained);
+        ``"skip"`` gives that trace no inputs (``[]``) and a reason that names it: no steps, the
+        problem alone longer than ``max_length`` (an ORM: the trace), a step the tokenizer gives no
+        token of its own, text the tokenizer cannot take (a lone surrogate, say).
+        """
+        if errors not in ERRORS:
+            raise PrmkitError(f"errors must be one of {', '.join(map(repr, ERRORS))}, got {errors!r}")
+        parts: list[list[Encoded]] = []
+        reasons: list[str | None] = []
+        for t in traces:
+            try:
+                parts.append(self.encode_all(t))
+                reasons.append(None)
+            except Exception as e:  # encoding is per-trace work: whatever it raises is this trace's
+                why = _unencodable(t, e)
+                if errors == "skip":
+                    parts.append([])
+                    reasons.append(why)
+                elif isinstance(e, AlignmentError) and str(e) == why:
+                    raise
+                else:
+                    raise PrmkitError(why) from e
+        return parts, reasons
+
+    def score(self, traces: Sequence[Trace], *, batch_size: int = 8, progress: bool = False,
+              errors: str = "raise") -> list[list[float | None]]:
         """Per trace: P(correct) of every step (PRM), or a one-element list with P(trace correct) (ORM).
         Batches are formed by length; the result does not depend on the batch size (tested).
 
@@ -497,11 +534,41 @@ class RewardModel:
         ``long="truncate"`` they score ``None``.
         The windows run after every trace's first ``max_length`` tokens, in batches of their own, so
         the scores of traces that fit do not depend on whether long ones came with them.
+
+        ``errors``: what a trace that cannot be encoded does (see :meth:`encode_each`). ``"raise"``
+        (the default) raises for the whole call, before any model work; ``"skip"`` gives that trace
+        ``None`` in place of its list and scores the others exactly as without it (tested);
+        :meth:`score_each` returns the reasons too. ``"raise"`` stays the default because every
+        consumer of :class:`~prmkit.scoring.StepScorer` (search, selection, RL rewards, evaluation)
+        takes a list per trace: a ``None`` they did not ask for would fail far from its cause.
+
+        >>> rm.score(traces, errors="skip")  # doctest: +SKIP
+        [[0.91, 0.12], None, [0.88]]
         """
+        if errors != "skip":
+            parts, _ = self.encode_each(traces, errors=errors)  # before the model runs: a refusal costs nothing
+            return self._score_parts(parts, batch_size, progress)
+        return [s for s, _ in self.score_each(traces, batch_size=batch_size, progress=progress)]
+
+    def score_each(self, traces: Sequence[Trace], *, batch_size: int = 8, progress: bool = False
+                   ) -> list[tuple[list[float | None] | None, str | None]]:
+        """Per trace ``(scores, None)`` as :meth:`score` gives them, or ``(None, reason)`` for one that
+        cannot be encoded (the reason names the trace; see :meth:`encode_each`). One call for all:
+        the others are batched as if the refused traces were not there, so their scores equal
+        scoring them alone. The shape of :meth:`~prmkit.serve.RemoteScorer.score_each`.
+
+        >>> [why for _, why in rm.score_each(traces)]  # doctest: +SKIP
+        [None, "trace 'q7': not even the first step fits in max_length=512", None]
+        """
+        parts, reasons = self.encode_each(traces, errors="skip")
+        scores = self._score_parts(parts, batch_size, progress)
+        return [(None, why) if why is not None else (s, None) for s, why in zip(scores, reasons, strict=True)]
+
+    def _score_parts(self, parts: Sequence[Sequence[Encoded]], batch_size: int,
+                     progress: bool) -> list[list[float | None]]:
         torch = _torch()
         from prmkit._progress import progress_bar
 
-        parts = [self.encode_all(t) for t in traces]
         whole = [e for p in parts for e in p if not e.is_window]
         windows = [e for p in parts for e in p if e.is_window]
         was_training = self.model.training
@@ -564,6 +631,15 @@ class RewardModel:
         info = replace(record or TrainProvenance(), name=self.name, kind=self.kind,
                        convention=self.convention.to_dict(), max_length=self.max_length)
         (path / RM_CONFIG).write_text(json.dumps(info.to_dict(), indent=2, default=str) + "\n")
+
+
+def _unencodable(trace: Trace, e: Exception) -> str:
+    """Why ``trace`` cannot be encoded, naming it: prmkit's own refusals as they read, anything else
+    (a tokenizer that cannot take the text) with its type."""
+    if isinstance(e, AlignmentError) and e.trace_id is not None:
+        return str(e)
+    what = str(e) if isinstance(e, PrmkitError) else f"the tokenizer cannot encode it ({type(e).__name__}: {e})"
+    return f"trace {trace.id!r}: {what}"
 
 
 def position_limit(config: Any) -> int | None:

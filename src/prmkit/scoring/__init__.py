@@ -8,6 +8,7 @@
 - Aggregators (:data:`AGGREGATORS`, :func:`get_aggregator`): step scores -> one trace score
   (``min``, ``last``, ``prod``, ``mean``, ``geo_mean``, ``first_below:<threshold>``).
 - :func:`score_traces`: score and store step scores and the aggregated trace score on the traces;
+  :func:`score_each`: per trace the scores or why the scorer refused it (the others scored together);
   :func:`score_file`: the ``prmkit score`` stage, file to file (a trace the scorer rejects is written
   unscored and reported, not fatal); :func:`trace_score`: step scores -> one number.
 - Verifiers by name (:data:`SCORERS`, :func:`get_scorer`): ``model`` (a checkpoint folder) and
@@ -38,13 +39,14 @@ from prmkit.scoring._scripted import ScriptedScorer
 from prmkit.scoring._traces import (
     ScoreReport,
     add_trace_scores,
+    score_each,
     score_file,
     score_traces,
     score_traces_or_skip,
 )
 
 __all__ = [
-    "StepScorer", "PrefixCachingScorer", "ScoringStats", "score_traces", "score_traces_or_skip",
+    "StepScorer", "PrefixCachingScorer", "ScoringStats", "score_traces", "score_traces_or_skip", "score_each",
     "score_file", "ScoreReport", "trace_score", "add_trace_scores",
     "SCORERS", "get_scorer", "load_scorer", "register_scorer", "model_scorer", "ScriptedScorer",
     "LikelihoodScorer",

@@ -291,15 +291,27 @@ class PrefixCachingScorer:
                 "precision": self.precision.used}
 
     # -- scoring --------------------------------------------------------------------------------------
-    def score(self, traces: Sequence[Trace]) -> list[list[float | None]]:
+    def score(self, traces: Sequence[Trace], *, errors: str = "raise") -> list[list[float | None]]:
         """Per trace: P(correct) of every step (PRM; past ``max_length`` as ``rm.long`` says), or a
-        one-element list with P(trace correct) (ORM); equal to ``rm.score(traces)`` up to rounding."""
+        one-element list with P(trace correct) (ORM); equal to ``rm.score(traces)`` up to rounding.
+        ``errors``: as :meth:`RewardModel.score <prmkit.models.RewardModel.score>`'s."""
+        parts, reasons = self.rm.encode_each(traces, errors=errors)
+        return [None if why else s  # type: ignore[misc]
+                for s, why in zip(self._score_parts(parts), reasons, strict=True)]
+
+    def score_each(self, traces: Sequence[Trace]) -> list[tuple[list[float | None] | None, str | None]]:
+        """Per trace ``(scores, None)``, or ``(None, reason)`` for one the model cannot encode, as
+        :meth:`RewardModel.score_each <prmkit.models.RewardModel.score_each>` gives them."""
+        parts, reasons = self.rm.encode_each(traces, errors="skip")
+        return [(None, why) if why is not None else (s, None)
+                for s, why in zip(self._score_parts(parts), reasons, strict=True)]
+
+    def _score_parts(self, parts: Sequence[Sequence[Encoded]]) -> list[list[float | None]]:
         torch = _torch()
-        parts = [self.rm.encode_all(t) for t in traces]
         encoded = [e for p in parts for e in p if not e.is_window]
         windows = [e for p in parts for e in p if e.is_window]
         self.stats.calls += 1
-        self.stats.traces += len(parts)
+        self.stats.traces += sum(1 for p in parts if p)
         self.stats.tokens_requested += sum(len(e) for e in encoded) + sum(len(w) for w in windows)
         if not parts:
             return []

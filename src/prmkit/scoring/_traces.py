@@ -3,7 +3,8 @@
 - :func:`score_traces`: score traces in memory; step scores and one aggregated trace score stored
   through :func:`prmkit.traces.write_scores`.
 - :func:`score_traces_or_skip`: the same in chunks, where a trace the scorer rejects (too long for an
-  ORM, say) is reported and left unscored instead of costing its whole chunk.
+  ORM, say) is reported and left unscored instead of costing its whole chunk;
+- :func:`score_each`: per trace the scores or why the scorer refused it, in one call.
 - :func:`score_file`: the stage's file-level entry point (``prmkit score``): reads any importable
   format, scores in chunks (a problem's N samples together share their prompt in the prefix cache),
   writes to a temporary file renamed on success, and says what it skipped.
@@ -29,7 +30,7 @@ from prmkit.scoring._protocol import StepScorer
 from prmkit.trace import Trace, TraceWriter
 from prmkit.traces import partly_scored, stored_scores, write_scores
 
-__all__ = ["score_traces", "score_traces_or_skip", "add_trace_scores", "score_file", "ScoreReport"]
+__all__ = ["score_traces", "score_traces_or_skip", "score_each", "add_trace_scores", "score_file", "ScoreReport"]
 
 AggregateSpec = str | Aggregator | Callable[[Sequence[float | None]], float | None]
 
@@ -62,39 +63,79 @@ def score_traces(scorer: StepScorer, traces: Sequence[Trace], key: str | None = 
     >>> [s.scores for s in t.steps], t.meta["scores"]
     ([{'prm': 0.9}, {'prm': 0.2}, {}], {'prm:mean': 0.55})
     """
+    get_aggregator(aggregate)  # a bad aggregator fails before the scorer runs
+    results = scorer.score(traces)
+    if len(results) != len(traces):
+        raise PrmkitError(f"scorer {scorer.name!r} returned {len(results)} results for {len(traces)} traces")
+    # Every result is checked before any is stored, so a failure leaves no trace half-done.
+    for t, s in zip(traces, results, strict=True):
+        _check(scorer, t, s)
+    _store(scorer, traces, results, key, aggregate)
+    return list(traces)
+
+
+def _check(scorer: StepScorer, t: Trace, s: Sequence[float | None]) -> None:
+    """A scorer's result for ``t``: one score per step (PRM), every one finite."""
+    if scorer.kind == "prm" and len(s) != len(t.steps):
+        raise PrmkitError(f"scorer {scorer.name!r}: trace {t.id!r} got {len(s)} scores for "
+                          f"{len(t.steps)} steps")
+    try:
+        check_finite(list(s), f"scorer {scorer.name!r}")
+    except PrmkitError as e:
+        raise PrmkitError(f"trace {t.id!r}: {e}") from None
+
+
+def _store(scorer: StepScorer, traces: Sequence[Trace], results: Sequence[Sequence[float | None]],
+           key: str | None, aggregate: AggregateSpec) -> None:
     key = key or scorer.kind
     agg = get_aggregator(aggregate)
     agg_name = _agg_name(aggregate, agg)
     describe = getattr(scorer, "describe", None)
     info: dict[str, Any] = describe() if callable(describe) else {"model": scorer.name, "kind": scorer.kind}
     entry = ScoreProvenance.from_dict({**info, "aggregate": agg_name if scorer.kind == "prm" else None}, key)
-    results = scorer.score(traces)
-    if len(results) != len(traces):
-        raise PrmkitError(f"scorer {scorer.name!r} returned {len(results)} results for {len(traces)} traces")
-    # Every result is checked before any is stored, so a failure leaves no trace half-done.
-    for t, s in zip(traces, results, strict=True):
-        if scorer.kind == "prm" and len(s) != len(t.steps):
-            raise PrmkitError(f"scorer {scorer.name!r}: trace {t.id!r} got {len(s)} scores for "
-                              f"{len(t.steps)} steps")
-        try:
-            check_finite(list(s), f"scorer {scorer.name!r}")
-        except PrmkitError as e:
-            raise PrmkitError(f"trace {t.id!r}: {e}") from None
     for t, s in zip(traces, results, strict=True):
         if scorer.kind == "prm":
             write_scores(t, s, kind="prm", key=key, trace_scores={f"{key}:{agg_name}": agg(s)})
         else:
             write_scores(t, s, kind="orm", key=key)
         t.add_provenance(entry)
-    return list(traces)
+
+
+def score_each(scorer: StepScorer, traces: Sequence[Trace]) -> list[tuple[list[float | None] | None, str | None]]:
+    """Per trace ``(scores, None)``, or ``(None, reason)`` for one ``scorer`` refuses, in one call.
+
+    A scorer with a ``score_each`` of its own (:class:`~prmkit.models.RewardModel`,
+    :class:`~prmkit.scoring.PrefixCachingScorer`, :class:`~prmkit.serve.RemoteScorer`) says which
+    traces it refuses and scores the rest together. Any other :class:`StepScorer` raises for the
+    whole call: the call is then halved and each half retried, so one bad trace among n costs about
+    2·log2(n) more calls and the others stay batched.
+    """
+    if not traces:
+        return []
+    own = getattr(scorer, "score_each", None)
+    if callable(own):
+        results = own(list(traces))
+        if len(results) != len(traces):
+            raise PrmkitError(f"scorer {scorer.name!r} returned {len(results)} results for {len(traces)} traces")
+        return [(None if s is None else list(s), why) for s, why in results]
+    try:
+        scored = scorer.score(list(traces))
+    except PrmkitError as e:
+        if len(traces) == 1:
+            return [(None, str(e))]
+        half = len(traces) // 2
+        return score_each(scorer, traces[:half]) + score_each(scorer, traces[half:])
+    if len(scored) != len(traces):
+        raise PrmkitError(f"scorer {scorer.name!r} returned {len(scored)} results for {len(traces)} traces")
+    return [(list(s), None) for s in scored]
 
 
 def score_traces_or_skip(scorer: StepScorer, traces: Sequence[Trace], key: str | None = None, *,
                          aggregate: AggregateSpec = "min", chunk: int = 64, progress: bool = False,
                          what: str = "scoring") -> list[tuple[str, str]]:
     """Score ``traces`` in place, ``chunk`` at a time; returns ``(trace id, reason)`` for each trace
-    that could not be scored (no steps, or one the scorer rejects: a failing chunk is retried one
-    trace at a time, so one bad trace never costs the others)."""
+    that could not be scored (no steps, or one the scorer refuses, see :func:`score_each`: one bad
+    trace never costs the others)."""
     skipped: list[tuple[str, str]] = []
     with progress_bar(len(traces), what, enabled=progress, transient=False) as advance:
         for i in range(0, len(traces), max(1, chunk)):
@@ -106,16 +147,21 @@ def score_traces_or_skip(scorer: StepScorer, traces: Sequence[Trace], key: str |
 
 def _score_chunk(scorer: StepScorer, traces: Sequence[Trace], key: str | None,
                  aggregate: AggregateSpec) -> list[tuple[str, str]]:
+    get_aggregator(aggregate)  # a bad aggregator fails before the scorer runs
     skipped = [(t.id, "no steps") for t in traces if not t.steps]
     todo = [t for t in traces if t.steps]
-    try:
-        score_traces(scorer, todo, key, aggregate=aggregate)
-    except PrmkitError:
-        for t in todo:
+    done: list[tuple[Trace, list[float | None]]] = []
+    for t, (s, why) in zip(todo, score_each(scorer, todo), strict=True):
+        if s is not None:
             try:
-                score_traces(scorer, [t], key, aggregate=aggregate)
+                _check(scorer, t, s)
             except PrmkitError as e:
-                skipped.append((t.id, str(e)))
+                s, why = None, str(e)
+        if s is None:
+            skipped.append((t.id, why or "unscored"))
+        else:
+            done.append((t, s))
+    _store(scorer, [t for t, _ in done], [s for _, s in done], key, aggregate)
     return skipped
 
 
