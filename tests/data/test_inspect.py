@@ -93,6 +93,7 @@ def test_fixture_reads_to_the_values_derived_by_hand(log_path):
                              ("observation", "error: Expecting value: line 1 column 9 (char 8)")]
     assert failed.steps[0].meta["parse_error"] == "Expecting value: line 1 column 9 (char 8)"
     assert (failed.final_answer, failed.outcome) == (None, "unknown")
+    assert failed.meta["inspect"]["error"] == "RuntimeError('model API unavailable')"
     assert report.summary() == "3 records read, 3 traces, 1 issues"
     assert str(report.issues[0]) == (f"{log_path}: samples[2].error — the sample ended in an error: "
                                      "RuntimeError('model API unavailable')")
@@ -104,7 +105,8 @@ def test_scorer_option_and_detection(log_path):
     exploit, honest, _ = read(log_path, "inspect", reader="json", scorer="model_graded_qa", report=report)
     assert (exploit.outcome, exploit.meta["inspect"]["scorer"]) == ("incorrect", "model_graded_qa")
     # a sample that scorer left unscored keeps its steps, with no outcome and an issue
-    assert (honest.outcome, honest.final_answer, "scorer" in honest.meta["inspect"]) == ("unknown", None, False)
+    assert (honest.outcome, honest.final_answer, "scorer" in honest.meta["inspect"]) == \
+        ("unknown", None, False)
     assert "samples[1].scores — no score from scorer 'model_graded_qa': outcome unknown" in \
         [str(e).split(": ", 1)[1] for e in report.issues]
     with pytest.raises(FormatError, match=r"samples\[0\]\.scores — no scorer 'nope' in this log "
@@ -340,7 +342,8 @@ def test_a_log_written_by_inspect_ai(mockllm_logs, fmt, tmp_path, capsys):
         assert {**d.to_dict(), "provenance": None} == {**t.to_dict(), "provenance": None}
     assert [f.step for f in RuleMonitor().flags([t])[0]] == [4]
     # The CLI path: convert (the .eval log named with --from) then monitor.
-    code, _, err = run(["data", "convert", mockllm_logs[fmt], tmp_path / "t.jsonl", "--from", "inspect"], capsys)
+    code, _, err = run(["data", "convert", mockllm_logs[fmt], tmp_path / "t.jsonl", "--from", "inspect"],
+                       capsys)
     assert code == 0, err
     code, _, err = run(["monitor", "--monitor", "rule", tmp_path / "t.jsonl", tmp_path / "m.jsonl"], capsys)
     assert code == 0, err

@@ -65,9 +65,9 @@ class InspectFormat(Format):
     sample it left unscored then being an issue): the score's ``answer``, and ``correct`` for the
     value ``C``, ``True`` or 1, ``incorrect`` for ``I``, ``N``, ``False`` or 0, else ``unknown``.
     ``trace.meta["inspect"]`` keeps the run's ids, task, model, sample id, epoch, target, every
-    score, the sample's metadata and its error; a ``generate`` provenance entry names the model
-    (backend ``inspect``), task and eval id. Events, the store and attachments are not kept, so
-    this format cannot be written back.
+    score, the sample's metadata and its error message; a ``generate`` provenance entry names the
+    model (backend ``inspect``), task and eval id. Events, the store and attachments are not kept,
+    so this format cannot be written back.
 
     ``reader``: ``auto`` (``inspect_ai.log`` when it is installed, else the JSON directly),
     ``inspect_ai`` or ``json`` (``.json`` logs only; ``attachment://`` references are resolved from
@@ -121,7 +121,8 @@ class InspectFormat(Format):
             raise PrmkitError(f"{where}: no such file")
         use_inspect = self.reader == "inspect_ai" or (self.reader == "auto" and _inspect_ai_available())
         if self.reader == "inspect_ai" and not _inspect_ai_available():
-            raise MissingDependencyError("inspect-ai", "inspect", "reading Inspect logs with reader=inspect_ai")
+            raise MissingDependencyError("inspect-ai", "inspect",
+                                         "reading Inspect logs with reader=inspect_ai")
         if where.endswith(".eval") and not use_inspect:
             if self.reader == "json":
                 raise PrmkitError(f"{where}: an .eval log is a zip archive; reader=json reads .json logs "
@@ -231,15 +232,16 @@ class InspectFormat(Format):
             trace.final_answer = None if answer is None else str(answer)
             trace.outcome = _outcome(sc.obj.get("value"))
         error = s.get("error", (dict, str, type(None)), None)
+        if isinstance(error, dict):  # kept: the message (the traceback, twice over with ANSI codes, is not)
+            error = s.sub("error").str("message")
         if error is not None:
-            message = error.get("message") if isinstance(error, dict) else error
-            self.issue(s, "error", f"the sample ended in an error: {str(message).splitlines()[0]}")
+            self.issue(s, "error", f"the sample ended in an error: {(error.splitlines() or [''])[0]}")
 
         meta = {"eval_id": ev.get("eval_id"), "run_id": ev.get("run_id"), "task": ev.get("task"),
                 "task_id": ev.get("task_id"), "model": ev.get("model"), "created": ev.get("created"),
                 "sample_id": sid, "epoch": epoch, "uuid": s.obj.get("uuid"), "target": target,
-                "scorer": scorer, "scores": {k: _score(v) for k, v in scores.items()} or None, "metadata": s.obj.get("metadata") or None,
-                "error": error, "limit": s.obj.get("limit")}
+                "scorer": scorer, "scores": {k: _score(v) for k, v in scores.items()} or None,
+                "metadata": s.obj.get("metadata") or None, "error": error, "limit": s.obj.get("limit")}
         trace.meta["inspect"] = {k: v for k, v in meta.items() if v is not None}
         packages = ev.get("packages") if isinstance(ev.get("packages"), dict) else {}
         trace.add_provenance(GenerateProvenance(
