@@ -4,6 +4,10 @@ Three containers occur in this field's data: JSON Lines (one object per line), o
 concatenated pretty-printed objects (a sample of PRM800K ships like that). :func:`iter_json_records`
 reads all three and yields ``(line, object)``; JSON Lines is streamed line by line, so a multi-GB file
 never has to fit in memory. Files ending in ``.gz`` are decompressed on the fly.
+
+Writing goes through one discipline: a finished temporary file or folder, flushed to disk, renamed
+into place (:func:`replace_durably` for a file, :func:`publish_folder` for a folder,
+:func:`publish_into` for files added to a folder that holds more).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import gzip
 import io
 import json
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -19,7 +24,7 @@ from typing import IO, Any
 from prmkit.errors import FormatError
 
 __all__ = ["iter_json_records", "decode_utf8", "open_text", "open_binary", "sniff_container",
-           "replace_durably", "fsync_folder"]
+           "replace_durably", "fsync_folder", "fsync_tree", "publish_folder", "publish_into"]
 
 _decoder = json.JSONDecoder()
 
@@ -224,3 +229,84 @@ def fsync_folder(folder: str | os.PathLike) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def fsync_tree(folder: str | os.PathLike) -> None:
+    """Flush every file under ``folder`` to disk, then every folder, deepest first, ``folder`` last
+    (a folder's entries are on disk only once the folder itself is flushed)."""
+    for root, _dirs, files in os.walk(folder, topdown=False):
+        for name in files:
+            path = os.path.join(root, name)
+            if os.path.islink(path):
+                continue
+            fd = os.open(path, os.O_RDWR | getattr(os, "O_BINARY", 0))
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        if os.name == "posix":
+            fsync_folder(root)
+
+
+def publish_folder(tmp: str | os.PathLike, out: str | os.PathLike, *, replace: bool = False) -> bool:
+    """Rename the finished folder ``tmp`` to ``out``: the one way a writer publishes a folder (a model,
+    a checkpoint, a cache entry). Every file and folder in ``tmp`` is flushed first, and the parent
+    after, so after a crash ``out`` is absent, the old folder, or the complete new one.
+
+    Where ``out`` exists: ``replace=True`` moves it aside, renames ``tmp`` in and then removes the
+    old one; ``replace=False`` (a cache entry another process may have written first) keeps it,
+    removes ``tmp`` and returns False. Returns True when ``tmp`` became ``out``.
+    """
+    tmp, out = Path(tmp), Path(out)
+    fsync_tree(tmp)
+    old = None
+    if replace and out.exists():
+        old = out.with_name(f".old-{out.name}-{os.getpid()}")
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(out, old)
+    try:
+        os.replace(tmp, out)
+    except OSError:
+        if old is not None:
+            os.replace(old, out)
+            raise
+        if not out.exists():
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)  # another process published it first
+        return False
+    if os.name == "posix":
+        fsync_folder(out.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+    return True
+
+
+def publish_into(tmp: str | os.PathLike, out: str | os.PathLike, *, last: str) -> None:
+    """Move every entry of the finished folder ``tmp`` into the folder ``out`` (which holds other
+    things too, such as a training run's checkpoints), ``last`` after all the others, then remove
+    ``tmp``.
+
+    ``last`` is the file that marks ``out`` complete (a model's ``prmkit_rm.json``): the old one is
+    removed before anything moves and the new one arrives last, so a crash halfway never shows a
+    complete-looking mix of old and new files. Everything is flushed to disk before the first move
+    and ``out`` after the last.
+    """
+    tmp, out = Path(tmp), Path(out)
+    if not (tmp / last).exists():
+        raise FileNotFoundError(f"{tmp / last}: the file that marks the folder complete is missing")
+    fsync_tree(tmp)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / last).unlink(missing_ok=True)
+    if os.name == "posix":
+        fsync_folder(out)
+    for entry in sorted(tmp.iterdir(), key=lambda p: p.name == last):
+        target = out / entry.name
+        if entry.is_dir() and not entry.is_symlink():
+            publish_folder(entry, target, replace=True)
+        else:
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+            os.replace(entry, target)
+    if os.name == "posix":
+        fsync_folder(out)
+    tmp.rmdir()

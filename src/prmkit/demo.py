@@ -125,7 +125,7 @@ class _Stages:
                 raise PrmkitError(f"{out} holds a demo run with other settings ({', '.join(diff)}); "
                                   f"use --overwrite to start afresh, or another --out")
         else:
-            settings.write_text(json.dumps(want, indent=2) + "\n")
+            _write_text(settings, json.dumps(want, indent=2) + "\n")
         self.times_file = out / "demo_times.json"
         saved = json.loads(self.times_file.read_text()) if self.times_file.exists() else {}
         self.times: dict[str, float] = dict(saved.get("stage_seconds", {}))
@@ -140,7 +140,9 @@ class _Stages:
         return (self.out / f".done-{name}").exists()
 
     def mark(self, name: str) -> None:
-        (self.out / f".done-{name}").write_text("")
+        # After the stage's files are on disk (each published durably), so the marker never
+        # outlives what it vouches for.
+        _write_text(self.out / f".done-{name}", "")
 
     @contextmanager
     def timed(self, title: str) -> Iterator[None]:
@@ -148,10 +150,16 @@ class _Stages:
         _say(f"[bold]demo[/] {title} …")
         yield
         self.times[title] = round(self.clock() - t0, 1)
-        tmp = self.times_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"seconds": self.seconds(), "stage_seconds": self.times}, indent=2) + "\n")
-        replace_durably(tmp, self.times_file)
+        _write_text(self.times_file, json.dumps({"seconds": self.seconds(), "stage_seconds": self.times},
+                                                indent=2) + "\n")
         _say(f"[bold]demo[/] {title} done in {self.times[title]:.0f} s")
+
+
+def _write_text(path: Path, text: str) -> None:
+    """A small file of the run folder, written then renamed durably."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    replace_durably(tmp, path)
 
 
 def _write(traces: list, path: Path) -> None:
@@ -160,7 +168,7 @@ def _write(traces: list, path: Path) -> None:
 
     tmp = path.with_suffix(".tmp")
     write_traces(traces, tmp)
-    tmp.replace(path)
+    replace_durably(tmp, path)
 
 
 def _read(path: Path) -> list:

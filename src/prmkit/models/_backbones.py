@@ -13,6 +13,7 @@ import os
 import string
 from pathlib import Path
 
+from prmkit._jsonio import publish_folder
 from prmkit.errors import MissingDependencyError, PrmkitError
 
 __all__ = ["BACKBONES", "resolve_backbone", "build_char_tokenizer", "build_tiny_backbone"]
@@ -119,8 +120,8 @@ def build_tiny_backbone(path: str | os.PathLike, *, seed: int = 0, hidden: int =
     if path.exists() and not _complete(path):
         shutil.rmtree(path, ignore_errors=True)
     try:
-        tmp.rename(path)
-    except OSError:  # another process built it first
+        publish_folder(tmp, path)  # False: another process built it first, and its folder stays
+    except OSError:
         shutil.rmtree(tmp, ignore_errors=True)
     return str(path)
 

@@ -20,6 +20,7 @@ import os
 import shutil
 from pathlib import Path
 
+from prmkit._jsonio import publish_folder
 from prmkit.errors import PrmkitError
 
 __all__ = ["SHIPPED_MODELS", "ASSETS", "shipped_asset", "merged_cache_folder", "export_shipped"]
@@ -70,11 +71,12 @@ def is_complete(path: Path) -> bool:
 
 
 def publish(tmp: Path, out: Path) -> None:
-    """Rename a finished temporary folder into place (another process may have been first)."""
+    """Rename a finished temporary folder into place, flushed to disk (another process may have been
+    first: then its folder stays)."""
     if out.exists() and not is_complete(out):
         shutil.rmtree(out, ignore_errors=True)
     try:
-        tmp.rename(out)
+        publish_folder(tmp, out)
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -106,16 +108,23 @@ def _cast_tensors(path: Path, dtype: str) -> None:
 
 
 def export_shipped(trained: str | os.PathLike, asset: str | os.PathLike, *, note: str = "",
-                   dtype: str | None = None) -> Path:
+                   dtype: str | None = None, max_length: int | None = None) -> Path:
     """Copy what a shipped model needs from a LoRA ``prmkit train`` output ``trained`` (its ``adapter/``
     folder and ``prmkit_rm.json``) into ``asset``, with a README saying what it is (``note``).
 
     ``dtype`` (``"bfloat16"`` or ``"float16"``) stores the adapter's floating-point tensors at that
     precision — half the bytes in the package; the merge casts them back to the base's dtype, so
     scores move by the rounding of the adapter weights (the shipped models are evaluated as exported).
-    None copies them as trained."""
+    None copies them as trained.
+
+    ``max_length``: the longest input the shipped model reads in one pass (default: the training
+    run's). The shipped pair says 4096, so every trace of ProcessBench and PRMBench is read whole
+    (``benchmarks/long_traces.py``); a model trained on shorter traces scores the positions that fit
+    at the training length exactly as before."""
     if dtype not in (None, "bfloat16", "float16"):  # before anything is written
         raise PrmkitError(f"dtype must be bfloat16 or float16, got {dtype!r}")
+    if max_length is not None and max_length < 1:
+        raise PrmkitError(f"max_length must be a positive number of tokens, got {max_length}")
     trained, asset = Path(trained), Path(asset)
     adapter = trained / "adapter"
     if not all((adapter / f).is_file() for f in _ADAPTER_FILES):
@@ -132,11 +141,11 @@ def export_shipped(trained: str | os.PathLike, asset: str | os.PathLike, *, note
     # The record travels in every install: no absolute path of the machine that trained it.
     if isinstance(info.get("train_config"), dict):
         info["train_config"] = _portable(info["train_config"])
+    if max_length is not None:
+        info["max_length"] = max_length
     (tmp / RM_CONFIG).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
     (tmp / "README.md").write_text(
         f"# {asset.name}\n\nA prmkit {info.get('kind', 'prm').upper()}: a LoRA adapter and head over the "
         f"base named in prmkit_rm.json (train_config.model), merged and cached on first use.\n\n{note}\n")
-    if asset.exists():
-        shutil.rmtree(asset)
-    tmp.rename(asset)
+    publish_folder(tmp, asset, replace=True)
     return asset

@@ -10,8 +10,9 @@ Its folders, one per kind of entry, each entry a folder named ``<source>-<key>``
   shipped adapter's files;
 - ``backbones/``: the tiny test backbone, built from a seed; versioned by its name.
 
-Entries are written to a ``.tmp-*`` folder and renamed when complete, so a ``.tmp-*`` folder is an
-interrupted conversion that nothing reads. An entry whose source changes is never read again (the
+Entries are written to a ``.tmp-*`` folder, flushed to disk (every file, then the folder) and renamed
+when complete (``prmkit._jsonio.publish_folder``), so a ``.tmp-*`` folder is an interrupted conversion
+that nothing reads, and a crash never leaves an entry whose files are not yet on disk. An entry whose source changes is never read again (the
 key changes), and stays until :func:`clear_cache` removes it.
 """
 

@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from prmkit._jsonio import publish_folder
 from prmkit._progress import progress_bar
 from prmkit._weights import check_safe_weights
 from prmkit.errors import MissingDependencyError, PrmkitError
@@ -139,11 +140,9 @@ def convert_to_ct2(model: str | None = None, *, gguf_file: str | None = None, ad
         with open(ct2_dir / "prmkit_ct2.json", "w") as f:
             json.dump({"source": model_id, "adapter": adapter, "quantization": quantization,
                        "ctranslate2": ct2.__version__}, f, indent=2)
-        try:
-            ct2_dir.rename(target)
-        except OSError:
-            if not (target / "model.bin").exists():  # not another process that got there first
-                raise
+        # Flushed to disk before the rename; False: another process got there first.
+        if not publish_folder(ct2_dir, target) and not (target / "model.bin").exists():
+            raise PrmkitError(f"{target} exists but holds no model.bin: remove it and convert again")
     except Exception as e:
         if isinstance(e, PrmkitError):
             raise

@@ -161,6 +161,8 @@ def _save_cache(lm: Any, tok: Any, path: Path) -> None:
     import shutil
     import tempfile
 
+    from prmkit._jsonio import publish_folder
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=".tmp-"))
@@ -171,8 +173,8 @@ def _save_cache(lm: Any, tok: Any, path: Path) -> None:
         lm.save_pretrained(tmp)
         tok.save_pretrained(tmp)
         try:
-            tmp.rename(path)
-        except OSError:  # another process got there first
+            publish_folder(tmp, path)  # flushed to disk first; False: another process got there first
+        except OSError:
             shutil.rmtree(tmp, ignore_errors=True)
     except (OSError, ValueError):
         pass  # a read-only home (or a model that cannot be saved) only costs the next load its 30 s

@@ -16,11 +16,13 @@ the hyper-parameters and what the run cost.
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from prmkit._jsonio import publish_into
 from prmkit.envs import ArithConfig, ArithEnv, PromptBuilder
 from prmkit.errors import MissingDependencyError, PrmkitError
 
@@ -121,7 +123,11 @@ def sft_policy(cfg: PolicySFTConfig) -> Path:
     t0 = time.perf_counter()
     result = trainer.train()
     seconds = time.perf_counter() - t0
-    trainer.model.save_pretrained(out)  # the adapter only: adapter_config.json + safetensors
+    # The adapter only (adapter_config.json + safetensors) and its card, written whole beside the
+    # trainer's folder, flushed, and moved in with adapter_config.json (what loads it) last.
+    stage = out / ".tmp-adapter"
+    shutil.rmtree(stage, ignore_errors=True)
+    trainer.model.save_pretrained(stage)
     card = {
         "base_model": model_id, "config": asdict(cfg), "train_seconds": round(seconds, 1),
         "train_loss": round(float(result.training_loss), 4),
@@ -133,5 +139,6 @@ def sft_policy(cfg: PolicySFTConfig) -> Path:
                     f"--batch-size {cfg.batch_size} --lora-r {cfg.lora_r} --seed {cfg.seed} "
                     f"--output-dir {cfg.output_dir}"),
     }
-    (out / "prmkit_sft.json").write_text(json.dumps(card, indent=2))
+    (stage / "prmkit_sft.json").write_text(json.dumps(card, indent=2))
+    publish_into(stage, out, last="adapter_config.json")
     return out

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 import time
 from contextlib import nullcontext
@@ -36,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from prmkit._jsonio import publish_folder, publish_into
 from prmkit.errors import MissingDependencyError, PrmkitError
 from prmkit.eval import auroc, first_error_accuracy
 from prmkit.models import RM_CONFIG, Encoded, RewardModel, fp32_attention, resolve_precision
@@ -423,21 +423,26 @@ def train(cfg: TrainConfig, *, log=print) -> TrainResult:
     totals = acc.reduce(totals, reduction="sum") if world > 1 else totals
     tokens, padded = int(totals[0]), int(totals[1])
     if main:
+        # Written whole to a folder beside the checkpoints, flushed, then moved into place with
+        # prmkit_rm.json last: a failure leaves an earlier model in ``out`` as it was.
+        stage = out / ".tmp-final"
+        shutil.rmtree(stage, ignore_errors=True)
+        stage.mkdir(parents=True)
         if peft_model is not None:
             # The adapter (and the head it trains in full) alone, beside the merged weights: a few MB,
             # what a shipped model is made of (prmkit.models.export_shipped).
-            peft_model.save_pretrained(out / "adapter")
+            peft_model.save_pretrained(stage / "adapter")
             rm.model = peft_model.merge_and_unload()
         rm.name = f"prmkit-{cfg.kind}:{cfg.model}"
-        out.mkdir(parents=True, exist_ok=True)
         record = TrainProvenance(train_config=cfg.to_dict(), steps=step, extra={
             "train_data": train_report.to_dict(), "eval_data": eval_report.to_dict() if held else None,
             "eval": last_eval, "processes": world, "precision": prec.to_dict(), "optimizer": opt_kind})
-        rm.save_pretrained(out, record=record)
-        _write_config_yaml(cfg, out / "train_config.yaml")
-        with open(out / "metrics.jsonl", "w") as f:
+        rm.save_pretrained(stage, record=record)
+        _write_config_yaml(cfg, stage / "train_config.yaml")
+        with open(stage / "metrics.jsonl", "w") as f:
             for rec in history:
                 f.write(json.dumps(rec) + "\n")
+        publish_into(stage, out, last=RM_CONFIG)
         for old in _checkpoints(out)[:-1] if cfg.keep_final_checkpoint else _checkpoints(out):
             shutil.rmtree(old, ignore_errors=True)
         say(f"saved {cfg.kind.upper()} to {out} ({step} steps, {tokens / max(seconds, 1e-9):.0f} tokens/s, "
@@ -525,7 +530,7 @@ def _save_checkpoint(acc, rm: RewardModel, peft_model, optimizer, cfg: TrainConf
         state = {"step": step, "epoch": epoch, "pos": pos, "config": cfg.to_dict(), "optimizer": opt_state,
                  "history": history}
         (tmp / STATE_FILE).write_text(json.dumps(state, default=str))
-        os.replace(tmp, final) if not final.exists() else (shutil.rmtree(final), os.replace(tmp, final))
+        publish_folder(tmp, final, replace=True)
         for old in _checkpoints(out)[:-max(1, cfg.keep_checkpoints)]:
             shutil.rmtree(old, ignore_errors=True)
     acc.wait_for_everyone()

@@ -1,0 +1,177 @@
+"""Folders and run files are published as files are (issue 15): written whole under a temporary name,
+every file and folder flushed to disk (fsync), renamed into place, the parent flushed after. Covers the
+helpers (:func:`publish_folder`, :func:`publish_into`) and the writers that had no fsync: the demo's
+stage files and markers, the policy conversion cache and the tiny backbone. A failure while writing
+leaves the previous output as it was. (Training and export: ``tests/train/test_durable_outputs.py``.)"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from prmkit import _jsonio, demo
+from prmkit.trace import Problem, Step, Trace, read_traces
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """``("file"|"dir", inode)`` per fsync and ``("replace", inode of src, dst)`` per rename, in order."""
+    seen: list[tuple] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        st = os.fstat(fd)
+        seen.append(("dir" if stat.S_ISDIR(st.st_mode) else "file", st.st_ino))
+        real_fsync(fd)
+
+    def replace(src, dst):
+        seen.append(("replace", os.stat(src).st_ino, str(dst)))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    return seen
+
+
+def renamed_at(calls: list[tuple], dst: Path) -> int:
+    return max(i for i, c in enumerate(calls) if c[0] == "replace" and c[2] == str(dst))
+
+
+def assert_published(calls: list[tuple], out: Path) -> None:
+    """``out`` and everything in it fsynced before the rename to ``out``; the parent after it."""
+    at = renamed_at(calls, out)
+    for p in [out, *out.rglob("*")]:
+        kind = "dir" if p.is_dir() else "file"
+        assert (kind, p.stat().st_ino) in calls[:at], f"{p} renamed before an fsync of it"
+    if os.name == "posix":
+        assert ("dir", out.parent.stat().st_ino) in calls[at + 1:], "the parent was not flushed"
+
+
+def _folder(path: Path, text: str) -> Path:
+    (path / "sub").mkdir(parents=True)
+    (path / "a.txt").write_text(text)
+    (path / "sub" / "b.txt").write_text(text * 2)
+    return path
+
+
+def test_publish_folder_flushes_every_file_and_folder_then_renames_then_flushes_the_parent(tmp_path, calls):
+    tmp = _folder(tmp_path / ".tmp-x", "new")
+    assert _jsonio.publish_folder(tmp, tmp_path / "x")
+    assert (tmp_path / "x" / "sub" / "b.txt").read_text() == "newnew" and not tmp.exists()
+    assert_published(calls, tmp_path / "x")
+
+
+def test_publish_folder_keeps_a_folder_another_process_published_first(tmp_path):
+    _folder(tmp_path / "x", "first")
+    tmp = _folder(tmp_path / ".tmp-x", "second")
+    assert not _jsonio.publish_folder(tmp, tmp_path / "x")
+    assert (tmp_path / "x" / "a.txt").read_text() == "first" and not tmp.exists()
+
+
+def test_publish_folder_replaces_and_leaves_nothing_aside(tmp_path, calls):
+    _folder(tmp_path / "x", "old")
+    assert _jsonio.publish_folder(_folder(tmp_path / ".tmp-x", "new"), tmp_path / "x", replace=True)
+    assert (tmp_path / "x" / "a.txt").read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x"]
+    assert_published(calls, tmp_path / "x")
+
+
+def test_publish_into_moves_the_marker_last_and_keeps_the_rest(tmp_path, calls):
+    out = tmp_path / "run"
+    (out / "checkpoint-1").mkdir(parents=True)
+    (out / "prmkit_rm.json").write_text("old")
+    (out / "model.safetensors").write_text("old")
+    stage = out / ".tmp-final"
+    (stage / "adapter").mkdir(parents=True)
+    for name in ("model.safetensors", "prmkit_rm.json", "adapter/w"):
+        (stage / name).write_text("new")
+    _jsonio.publish_into(stage, out, last="prmkit_rm.json")
+    assert sorted(p.name for p in out.iterdir()) == ["adapter", "checkpoint-1", "model.safetensors",
+                                                      "prmkit_rm.json"]
+    assert (out / "model.safetensors").read_text() == "new"
+    moves = [c[2] for c in calls if c[0] == "replace" and Path(c[2]).parent == out]
+    assert moves[-1] == str(out / "prmkit_rm.json")
+    for name in ("model.safetensors", "prmkit_rm.json"):
+        at = renamed_at(calls, out / name)
+        assert ("file", (out / name).stat().st_ino) in calls[:at]
+    assert_published(calls, out / "adapter")
+    assert ("dir", out.stat().st_ino) in calls[renamed_at(calls, out / "prmkit_rm.json") + 1:]
+
+
+def _traces(n: int, tag: str) -> list[Trace]:
+    return [Trace(id=f"{tag}{i}", problem=Problem("q"), steps=[Step(f"{tag} step {i}")]) for i in range(n)]
+
+
+def test_demo_stage_files_and_markers_are_flushed_before_their_rename(tmp_path, calls):
+    path = tmp_path / "train.jsonl"
+    demo._write(_traces(3, "a"), path)
+    at = renamed_at(calls, path)
+    assert ("file", path.stat().st_ino) in calls[:at]
+    assert ("dir", tmp_path.stat().st_ino) in calls[at + 1:]
+    cfg = demo.DEMO_PRESETS[next(iter(demo.DEMO_PRESETS))]
+    stages = demo._Stages(tmp_path / "run", cfg, overwrite=False)
+    stages.mark("label")
+    for name in ("demo_settings.json", ".done-label"):
+        f = tmp_path / "run" / name
+        assert ("file", f.stat().st_ino) in calls[:renamed_at(calls, f)], name
+
+
+def test_a_failing_demo_stage_leaves_the_previous_file(tmp_path, monkeypatch):
+    path = tmp_path / "train.jsonl"
+    demo._write(_traces(3, "old"), path)
+    before = path.read_bytes()
+    import prmkit.trace
+
+    real = prmkit.trace.write_traces
+
+    def half_then_fail(traces, out):
+        real(list(traces)[:1], out)
+        raise OSError("disk full")
+
+    monkeypatch.setattr(prmkit.trace, "write_traces", half_then_fail)
+    with pytest.raises(OSError, match="disk full"):
+        demo._write(_traces(3, "new"), path)
+    assert path.read_bytes() == before and [t.id for t in read_traces(path)] == ["old0", "old1", "old2"]
+
+
+class _Saves:
+    """Stands in for a transformers model and tokenizer: ``save_pretrained`` writes a file (or fails)."""
+
+    def __init__(self, name: str, text: str, fail: bool = False) -> None:
+        self.name, self.text, self.fail = name, text, fail
+        self.config = type("Config", (), {})()
+        self.hf_quantizer = None
+
+    def save_pretrained(self, folder) -> None:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        (Path(folder) / self.name).write_text(self.text)
+        if self.fail:
+            raise OSError("disk full")
+
+
+def test_the_policy_conversion_cache_is_flushed_before_its_rename(tmp_path, calls):
+    from prmkit.policies import _hf
+
+    entry = tmp_path / "gguf" / "smollm2-0123456789abcdef"
+    _hf._save_cache(_Saves("model.safetensors", "w"), _Saves("tokenizer.json", "t"), entry)
+    assert sorted(p.name for p in entry.iterdir()) == ["model.safetensors", "tokenizer.json"]
+    assert_published(calls, entry)
+
+
+def test_a_failing_conversion_publishes_nothing(tmp_path):
+    from prmkit.policies import _hf
+
+    entry = tmp_path / "gguf" / "smollm2-0123456789abcdef"
+    _hf._save_cache(_Saves("model.safetensors", "w"), _Saves("tokenizer.json", "t", fail=True), entry)
+    assert not entry.exists()  # a read-only home or a failing save only costs the next load its time
+
+
+def test_the_tiny_backbone_is_flushed_before_its_rename(tmp_path, calls):
+    pytest.importorskip("transformers")
+    from prmkit.models import build_tiny_backbone
+
+    path = Path(build_tiny_backbone(tmp_path / "tiny", hidden=16, layers=1))
+    assert_published(calls, path)
