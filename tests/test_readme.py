@@ -27,6 +27,10 @@ error-free samples: scoring them whole takes minutes.
 - ``<!-- readme-test: skip "TEXT": REASON -->``: its lines containing TEXT are not run;
 - ``<!-- readme-test: append "TEXT": ARGS -->``: its lines containing TEXT run with ARGS appended, a
   small-size override (an option given twice takes its last value);
+- ``<!-- readme-test: background "TEXT": URL -->``: its line containing TEXT (a server) starts in the
+  background, and the next line runs once URL answers; the server is stopped (SIGTERM to its process
+  group, then SIGKILL) when the block's lines are done. Where URL's port is already taken here, the
+  block's lines skip, saying so;
 - ``<!-- readme-test: no-fixtures -->``: the block runs in a folder without the fixture files (its
   lines make their own);
 - ``<!-- readme-test: env NAME=VALUE -->``: its lines run with this environment variable (a relative
@@ -79,12 +83,13 @@ HELP_CONTROLS: dict[str, tuple[str, str]] = {
     "accelerate launch": ("skip", "needs 8 GPUs"),
     "eval prmbench": ("append", "--limit 8"),
     "prmkit cache clear": ("env", "PRMKIT_CACHE=cache"),  # not the cache the other lines use
-    "prmkit serve": ("skip", "starts a server that runs until stopped; tests/serve start it in-process"),
+    "prmkit serve": ("skip", "the README's serving block starts this same command in the background, "
+                             "uses it and stops it"),
 }
 
 _FENCE = re.compile(r"^```(\w*)\s*$")
 _MARKER = re.compile(r"^<!--\s*readme-test:\s*(.*?)\s*-->\s*$")
-_DIRECTIVE = re.compile(r'(skip|append)(?:\s+"([^"]+)")?:\s*(.+)|(no-fixtures)|env (\w+=\S*)')
+_DIRECTIVE = re.compile(r'(skip|append|background)(?:\s+"([^"]+)")?:\s*(.+)|(no-fixtures)|env (\w+=\S*)')
 _ASSIGN = re.compile(r"^([A-Za-z_]\w*)=(\S*)\s*(#.*)?$")
 _EXITS = re.compile(r"#\s*exits (\d+)\b")
 _EXAMPLE = re.compile(r"^\s*(?:Example|On [^:]+):\s+((?:prmkit|accelerate|python)\b.*?)\s*$")
@@ -100,6 +105,7 @@ class Case:
     kind: str = "shell"   # shell | python
     skip: str | None = None
     append: str = ""
+    background: str | None = None  # a server: the URL that answers once it is up
     exits: int = 0
     fixtures: bool = True
     env: dict[str, str] = field(default_factory=dict)  # set while it runs
@@ -206,6 +212,8 @@ def _readme_cases() -> tuple[list[Case], list[str]]:
                         case.skip = case.skip or arg
                     elif kind == "append":
                         case.append = arg
+                    elif kind == "background":
+                        case.background = arg
             block_cases.append(case)
         for kind, target, _ in directives:
             if target is not None and not any(target in c.text for c in block_cases):
@@ -410,8 +418,73 @@ def _check_inputs(case: Case, cwd: Path) -> None:
 
 
 def _run(case: Case, template, tmp_path_factory, capfd, request) -> None:
+    for group in [g for g in _SERVERS if g != case.group]:  # its block is done
+        _stop(_SERVERS.pop(group))
+    if case.group in _SERVER_SKIPPED:
+        pytest.skip(_SERVER_SKIPPED[case.group])
     _run_case(case, template, tmp_path_factory, capfd, request)
     _PASSED.setdefault(case.group, set()).add(case.text)
+
+
+_SERVERS: dict[str, subprocess.Popen] = {}  # group -> its background server, while its block runs
+_SERVER_SKIPPED: dict[str, str] = {}  # group -> why its server (and so its lines) did not run
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stop_servers():
+    yield
+    while _SERVERS:
+        _stop(_SERVERS.popitem()[1])
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    import signal
+
+    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _start_server(case: Case, cwd: Path) -> None:
+    """Start the case's line in the background (its own process group) and wait until its URL answers."""
+    import socket
+    import time
+    import urllib.error
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    url = urlsplit(case.background)
+    with socket.socket() as sock:
+        if sock.connect_ex((url.hostname, url.port or 80)) == 0:
+            _SERVER_SKIPPED[case.group] = f"port {url.port} is already in use here"
+            pytest.skip(_SERVER_SKIPPED[case.group])
+    env = {**os.environ, **case.env,
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    log = cwd / f".server-{url.port}.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(["bash", "-c", f"exec {_strip_comment(case.text)} {case.append}".strip()], cwd=cwd, env=env,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    _SERVERS[case.group] = proc
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            _SERVERS.pop(case.group)
+            raise AssertionError(f"{case.where}: `{case.text}` exited {proc.returncode} before "
+                                 f"{case.background} answered:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(case.background, timeout=2):
+                return
+        except (urllib.error.URLError, OSError):
+            time.sleep(0.2)
+    _stop(_SERVERS.pop(case.group))
+    raise AssertionError(f"{case.where}: {case.background} did not answer in 120 s:\n{log.read_text()[-3000:]}")
 
 
 def _run_case(case: Case, template, tmp_path_factory, capfd, request) -> None:
@@ -438,6 +511,9 @@ def _run_case(case: Case, template, tmp_path_factory, capfd, request) -> None:
             os.chdir(old)
         return
     _check_inputs(case, cwd)
+    if case.background:
+        _start_server(case, cwd)
+        return
     code, output = _run_shell(case, cwd, capfd)
     tail = "\n".join(output.splitlines()[-30:])
     assert code == case.exits, (f"{case.where}: `{case.text}`"
