@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import multiprocessing
 import os
 import random
 import shlex
@@ -38,6 +39,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 
@@ -106,12 +108,15 @@ class Naive:
 class Record:
     """What a load run saw, each entry stamped with seconds since its start: per answered request
     ``(t, latency, steps)``, per failed one ``(t, what)`` (an HTTP status or an exception's name), and
-    ``(t, RSS MiB)`` samples of this process (server and clients: both live here)."""
+    ``(t, RSS MiB)`` samples of the server's process."""
 
+    start: float = 0.0  # time.monotonic() at the start (the same clock in the client process)
     done: list[tuple[float, float, int]] = field(default_factory=list)
     errors: list[tuple[float, str]] = field(default_factory=list)
     rss: list[tuple[float, float]] = field(default_factory=list)
     wall: float = 0.0
+    scorer_calls: int = 0
+    scorer_seconds: float = 0.0  # inside scorer calls: scorer_seconds / wall is how busy the model was
 
     def window(self, t0: float = 0.0, t1: float | None = None) -> dict:
         """Requests, steps/s, p50 / p95 / p99 latency and errors of the requests that ended in [t0, t1)."""
@@ -137,53 +142,57 @@ def rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-async def one_client(c, url: str, bodies: Bodies, start: float, deadline: float, rec: Record) -> None:
+async def one_client(c, url: str, bodies: Bodies, deadline: float, rec: Record) -> None:
     """Send the next body, await the answer, again, until ``deadline``."""
     import httpx
 
-    while time.perf_counter() < deadline:
+    while time.monotonic() < deadline:
         body = bodies.next()
-        t0 = time.perf_counter()
+        t0 = time.monotonic()
         try:
             r = await c.post(url + "/v1/score", json=body)
             what = None if r.status_code == 200 else f"HTTP {r.status_code}"
         except httpx.HTTPError as e:
             what = type(e).__name__
-        t1 = time.perf_counter()
+        t1 = time.monotonic()
         if what is not None:
-            rec.errors.append((t1 - start, what))
+            rec.errors.append((t1 - rec.start, what))
         else:
-            rec.done.append((t1 - start, t1 - t0, sum(len(t["steps"]) for t in body["traces"])))
+            rec.done.append((t1 - rec.start, t1 - t0, sum(len(t["steps"]) for t in body["traces"])))
 
 
-async def sample_rss(rec: Record, start: float, deadline: float, every: float) -> None:
-    while True:
-        rec.rss.append((time.perf_counter() - start, rss_mib()))
-        if time.perf_counter() >= deadline:
-            return
-        await asyncio.sleep(min(every, max(0.0, deadline - time.perf_counter())))
-
-
-async def drive(url: str, bodies: Bodies, clients: int, seconds: float, rss_every: float = 1.0) -> Record:
-    """``clients`` clients in a loop for ``seconds`` (requests in flight then are awaited and counted),
-    after one untimed request (the first call's one-off costs: allocator, kernels, imports)."""
+async def drive(url: str, bodies: Bodies, clients: int, seconds: float) -> Record:
+    """``clients`` clients in a loop for ``seconds`` (requests in flight then are awaited and counted)."""
     import httpx
 
-    rec = Record()
+    rec = Record(start=time.monotonic())
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(timeout=600, limits=limits) as c:
-        (await c.post(url + "/v1/score", json=Bodies(bodies.candidates, seed=-1).next())).raise_for_status()
-        start = time.perf_counter()
-        deadline = start + seconds
-        await asyncio.gather(sample_rss(rec, start, deadline, rss_every),
-                             *(one_client(c, url, bodies, start, deadline, rec) for _ in range(clients)))
-    rec.wall = time.perf_counter() - start
-    rec.rss.append((rec.wall, rss_mib()))
+        await asyncio.gather(*(one_client(c, url, bodies, rec.start + seconds, rec) for _ in range(clients)))
+    rec.wall = time.monotonic() - rec.start
     return rec
 
 
-def run(scorer, config, bodies, clients, seconds, rss_every: float = 1.0) -> Record:
-    """Serve ``scorer`` on a free loopback port, put the load on it, stop it; the :class:`Record`."""
+def load(url: str, candidates: int, cycle: int, clients: int, seconds: float) -> Record:
+    """The clients' side of a run, in a process of its own (:func:`run`)."""
+    return asyncio.run(drive(url, Bodies(candidates, cycle), clients, seconds))
+
+
+def sample_rss(samples: list[tuple[float, float]], stop: threading.Event, every: float) -> None:
+    while True:
+        samples.append((time.monotonic(), rss_mib()))
+        if stop.wait(every):
+            samples.append((time.monotonic(), rss_mib()))
+            return
+
+
+def run(scorer, config, bodies: Bodies, clients: int, seconds: float, rss_every: float = 1.0) -> Record:
+    """Serve ``scorer`` on a free loopback port in this process, put the load on it from a child
+    process (64 clients' HTTP and JSON work in this one would hold the GIL the scorer thread needs,
+    which real clients on other machines do not), stop it; the :class:`Record`, with the server's RSS
+    and how busy its scorer was. One untimed request first: a first call's one-off costs."""
+    import httpx
+
     from prmkit.serve import make_server
 
     server = make_server(scorer, config, host="127.0.0.1", port=0, log_level="error")
@@ -192,9 +201,23 @@ def run(scorer, config, bodies, clients, seconds, rss_every: float = 1.0) -> Rec
     while not server.started:
         time.sleep(0.01)
     url = f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+    metrics = server.app.state.metrics
+    samples: list[tuple[float, float]] = []
+    stop = threading.Event()
     try:
-        return asyncio.run(drive(url, bodies, clients, seconds, rss_every))
+        httpx.post(url + "/v1/score", json=Bodies(bodies.candidates, seed=-1).next(), timeout=600).raise_for_status()
+        calls, busy = metrics.scorer_calls, metrics.scorer_seconds
+        sampler = threading.Thread(target=sample_rss, args=(samples, stop, rss_every), daemon=True)
+        sampler.start()
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            rec = pool.submit(load, url, bodies.candidates, bodies.cycle, clients, seconds).result()
+        stop.set()
+        sampler.join()
+        rec.rss = [(t - rec.start, m) for t, m in samples if t >= rec.start - rss_every]
+        rec.scorer_calls, rec.scorer_seconds = metrics.scorer_calls - calls, metrics.scorer_seconds - busy
+        return rec
     finally:
+        stop.set()
         server.should_exit = True
         th.join(timeout=60)
 
@@ -202,6 +225,12 @@ def run(scorer, config, bodies, clients, seconds, rss_every: float = 1.0) -> Rec
 def line(name: str, r: dict) -> str:
     return (f"{name:<24} {r['requests']:>5} requests  {r['steps_per_s']:8.1f} steps/s  p50 {r['p50']:.3f}s  "
             f"p95 {r['p95']:.3f}s  p99 {r['p99']:.3f}s  errors {r['errors']}")
+
+
+def busy(rec: Record) -> str:
+    """How much of the run the model spent scoring, and the mean call."""
+    per = rec.scorer_seconds / max(rec.scorer_calls, 1)
+    return f"scorer busy {100 * rec.scorer_seconds / rec.wall:.0f}% ({rec.scorer_calls} calls, {per:.3f}s each)"
 
 
 def error_kinds(*recs: Record) -> str:
@@ -219,19 +248,19 @@ def soak(rm, args, config) -> None:
     rec = run(scorer, config, Bodies(args.candidates, args.cycle), args.clients, args.soak,
               rss_every=min(1.0, args.every))
     print(f"soak: {args.clients} clients x {args.candidates} candidates for {args.soak:g}s "
-          f"(RSS of this process: server and clients)")
+          f"(RSS of the server's process; the clients run in another)")
     edges = [*range(0, int(rec.wall), max(1, int(args.every))), rec.wall]
     if len(edges) > 2 and edges[-1] - edges[-2] < 0.5 * args.every:
         del edges[-2]  # the requests awaited after the deadline join the last window
     for t0, t1 in itertools.pairwise(edges):
-        rss = max((m for t, m in rec.rss if t <= t1), default=float("nan"))
+        rss = ([m for t, m in rec.rss if t <= t1] or [float("nan")])[-1]
         print(line(f"  {t0:>4.0f}-{t1:<4.0f}s", rec.window(t0, t1)) + f"  RSS {rss:.0f} MiB", flush=True)
     print(line("  whole soak", rec.window()))
-    first = max(m for t, m in rec.rss if t <= min(args.every, rec.wall))
+    first = [m for t, m in rec.rss if t <= min(args.every, rec.wall)][-1]
     last = rec.rss[-1][1]
     print(f"RSS: start {rec.rss[0][1]:.0f} MiB, after the first {args.every:g}s {first:.0f} MiB, end {last:.0f} MiB: "
           f"growth after warm-up {100 * (last - first) / first:+.1f}% (goal < 5%)")
-    print(f"errors: {len(rec.errors)} ({error_kinds(rec)}); tokens reused by the prefix cache "
+    print(f"errors: {len(rec.errors)} ({error_kinds(rec)}); {busy(rec)}; tokens reused by the prefix cache "
           f"{scorer.stats.tokens_reused}")
 
 
@@ -246,7 +275,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--batch-size", type=int, default=16, help="sequences per forward pass (both servers)")
     ap.add_argument("--max-batch-traces", type=int, default=64)
     ap.add_argument("--max-wait-ms", type=float, default=5.0)
-    ap.add_argument("--half", type=int, default=None, help="clients of the half-load run (default clients/2)")
+    ap.add_argument("--half", type=int, default=None, help="clients of the half-load run (default clients/2; 0: no such run)")
     ap.add_argument("--soak", type=float, default=None, metavar="SECONDS",
                     help="instead: the batched server alone for SECONDS (the issue's soak: 600 at moderate "
                          "load, e.g. --clients 16), reporting each --every seconds")
@@ -271,18 +300,23 @@ def main(argv: list[str] | None = None) -> None:
         return
     naive = run(Naive(rm, args.batch_size), ServeConfig(max_batch_traces=1, max_wait_ms=0, **common),
                 Bodies(args.candidates, args.cycle), args.clients, args.seconds)
-    print(line("naive (1 pass/request)", naive.window()), flush=True)
+    print(line("naive (1 pass/request)", naive.window()) + "  " + busy(naive), flush=True)
     scorer = PrefixCachingScorer(rm, batch_size=args.batch_size)
     batched = run(scorer, batched_cfg, Bodies(args.candidates, args.cycle), args.clients, args.seconds)
-    print(line("batched (prmkit serve)", batched.window()) + f"  tokens reused {scorer.stats.tokens_reused}",
-          flush=True)
-    half = args.half or max(1, args.clients // 2)
-    light = run(PrefixCachingScorer(rm, batch_size=args.batch_size), batched_cfg, Bodies(args.candidates, args.cycle),
+    st = scorer.stats
+    print(line("batched (prmkit serve)", batched.window()) + "  " + busy(batched)
+          + f"  tokens computed {st.tokens_computed} of {st.tokens_requested} "
+            f"({st.tokens_requested / max(st.tokens_computed, 1):.2f}x fewer)", flush=True)
+    half = max(1, args.clients // 2) if args.half is None else args.half
+    light = None if half == 0 else run(PrefixCachingScorer(rm, batch_size=args.batch_size), batched_cfg, Bodies(args.candidates, args.cycle),
                 half, args.seconds)
-    lw = light.window()
-    print(line(f"batched, {half} clients", lw) + f"  p99/p50 {lw['p99'] / lw['p50']:.2f}", flush=True)
-    print(f"errors: {len(naive.errors) + len(batched.errors) + len(light.errors)} "
-          f"({error_kinds(naive, batched, light)})")
+    runs = [naive, batched]
+    if light is not None:
+        lw = light.window()
+        print(line(f"batched, {half} clients", lw) + f"  p99/p50 {lw['p99'] / lw['p50']:.2f}  " + busy(light),
+              flush=True)
+        runs.append(light)
+    print(f"errors: {sum(len(r.errors) for r in runs)} ({error_kinds(*runs)})")
     print(command)
     ratio = batched.window()["steps_per_s"] / naive.window()["steps_per_s"]
     print(f"batched / naive steps/s: {ratio:.2f}x (goal >= 3)")

@@ -41,7 +41,8 @@ def serve(
         help="Traces waiting before requests get 503 + Retry-After.")] = 4096,
     request_timeout: Annotated[float, typer.Option(help="Seconds a request may wait (504 past it).")] = 120.0,
     unscored_reward: Annotated[float, typer.Option(
-        help="/get_reward's reward for a query it cannot score (no step; listed in 'unscored').")] = 0.0,
+        help="/get_reward's reward for a query it cannot score (no step, or a prompt too long for "
+        "max_length; the reason is in 'unscored').")] = 0.0,
     allow_pickle: Annotated[bool, typer.Option(
         "--allow-pickle", help="Load a --model folder whose weights are pickle files only.")] = False,
 ) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -165,7 +166,11 @@ class DynamicBatcher:
         todo = [t for j in jobs for t in j.traces if t.steps]
         self.metrics.scorer_calls += 1
         self.metrics.batch_traces.observe(len(todo))
-        found = score_each(self.scorer, todo, self.metrics)
+        start = time.perf_counter()
+        try:
+            found = score_each(self.scorer, todo, self.metrics)
+        finally:
+            self.metrics.scorer_seconds += time.perf_counter() - start
         at = iter(found)
         for j in jobs:
             j.results = [next(at) if t.steps else (None, NO_STEPS) for t in j.traces]

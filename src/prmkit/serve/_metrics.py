@@ -63,6 +63,8 @@ class Metrics:
         self.batch_traces = Histogram(BATCH_BUCKETS)
         self.latency: dict[str, Histogram] = {}
         self.rejected_full = 0
+        #: Seconds spent inside scorer calls: over wall time, how busy the model was.
+        self.scorer_seconds = 0.0
 
     def request(self, endpoint: str, status: int, seconds: float) -> None:
         self.requests[(endpoint, status)] += 1
@@ -88,6 +90,9 @@ class Metrics:
                   "# TYPE prmkit_queued_traces gauge", f"prmkit_queued_traces {queued_traces}",
                   "# HELP prmkit_scorer_calls_total Scorer calls (one per dynamic batch).",
                   "# TYPE prmkit_scorer_calls_total counter", f"prmkit_scorer_calls_total {self.scorer_calls}",
+                  "# HELP prmkit_scorer_seconds_total Seconds inside scorer calls (busy time of the model).",
+                  "# TYPE prmkit_scorer_seconds_total counter",
+                  f"prmkit_scorer_seconds_total {self.scorer_seconds:.6g}",
                   "# HELP prmkit_batch_traces Traces per scorer call (dynamic batch size).",
                   "# TYPE prmkit_batch_traces histogram", *self.batch_traces.lines("prmkit_batch_traces")]
         stats = getattr(scorer, "stats", None)
