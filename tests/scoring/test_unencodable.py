@@ -131,3 +131,12 @@ def test_score_file_scores_the_good_ones_once_and_lists_the_bad(make_rm, mixed_t
     assert out[1].id == "too-long" and not out[1].meta.get("scores")
     for t, a in zip(out[:1] + out[2:], alone, strict=True):
         assert [s.scores["prm"] for s in t.steps] == pytest.approx(a, abs=TOL)
+
+
+def test_score_traces_leaves_a_skipped_trace_as_it_was(make_rm, mixed_traces, make_trace):
+    rm = make_rm("prmkit", max_length=ML)
+    bad = _bad_traces(make_trace)[0]
+    good = mixed_traces[0]
+    rm.score_traces([good, bad], errors="skip")
+    assert all("prm" in s.scores for s in good.steps) and len(good.provenance) == 1
+    assert not bad.provenance and all(not s.scores for s in bad.steps)

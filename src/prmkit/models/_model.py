@@ -612,9 +612,12 @@ class RewardModel:
 
     def score_traces(self, traces: Sequence[Trace], key: str | None = None, **kw: Any) -> list[Trace]:
         """Score and write the results into the traces: ``step.scores[key]`` (PRM) or
-        ``trace.meta["scores"][key]`` (ORM); ``key`` defaults to ``kind``."""
+        ``trace.meta["scores"][key]`` (ORM); ``key`` defaults to ``kind``. With ``errors="skip"`` a
+        trace that cannot be encoded is left as it was (no scores, no provenance entry)."""
         key = key or self.kind
         for t, s in zip(traces, self.score(traces, **kw), strict=True):
+            if s is None:
+                continue
             write_scores(t, s, kind=self.kind, key=key)
             t.add_provenance(self.score_provenance(key))
         return list(traces)
