@@ -1,6 +1,6 @@
 """A problem (an OpenRLHF prompt) longer than the model's ``max_length`` over HTTP: one explicit
 answer per endpoint, the same reason everywhere, counted, and never costing the other traces of the
-batch their batching (issue 16, "Bad input": steps longer than ``max_length``)."""
+batch their scorer call (issue 16, "Bad input": steps longer than ``max_length``)."""
 
 from __future__ import annotations
 
@@ -71,8 +71,8 @@ def test_v1_score_reports_null_with_the_reason_and_scores_the_rest(short_rm, mak
     assert res[0]["unscored"].startswith("too long for the model: ")
     want = short_rm.score(make_traces(SHORT, [STEPS[:1], STEPS]))
     assert [r["step_scores"] for r in res[1:]] == [pytest.approx(w, abs=1e-5) for w in want]
-    # One refused call, then halves: [long] alone and [ok0, ok1] together (not one call per trace).
-    assert metric(served.url, "prmkit_scorer_calls_total") - before == 3
+    # One scorer call: the over-long trace costs the others neither their batch nor a retry.
+    assert metric(served.url, "prmkit_scorer_calls_total") - before == 1
 
 
 def test_prmreward_over_http_one_request_and_its_policy(short_rm, make_traces, served, caplog):

@@ -21,11 +21,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from prmkit.errors import PrmkitError
-from prmkit.scoring import StepScorer
+from prmkit.scoring import StepScorer, score_each
 from prmkit.serve._metrics import Metrics
 from prmkit.trace import Trace
 
-__all__ = ["DynamicBatcher", "QueueFull", "Result", "score_each", "unscored_kind", "NO_STEPS", "TOO_LONG"]
+__all__ = ["DynamicBatcher", "QueueFull", "Result", "unscored_kind", "NO_STEPS", "TOO_LONG"]
 
 log = logging.getLogger("prmkit.serve")
 
@@ -161,14 +161,14 @@ class DynamicBatcher:
         return taken
 
     def _score_jobs(self, jobs: Sequence[_Job]) -> None:
-        """One scorer call for every trace with steps (:func:`score_each`: a trace the scorer refuses
-        costs a few more calls, never the others' results)."""
+        """One scorer call for every trace with steps (:func:`~prmkit.scoring.score_each`: a trace the
+        scorer refuses costs the others nothing)."""
         todo = [t for j in jobs for t in j.traces if t.steps]
         self.metrics.scorer_calls += 1
         self.metrics.batch_traces.observe(len(todo))
         start = time.perf_counter()
         try:
-            found = score_each(self.scorer, todo, self.metrics)
+            found = [(s, None if why is None else _reason(why)) for s, why in score_each(self.scorer, todo)]
         finally:
             self.metrics.scorer_seconds += time.perf_counter() - start
         at = iter(found)
@@ -200,29 +200,7 @@ def unscored_kind(reason: str | None) -> str:
     return "too_long" if reason and reason.startswith(TOO_LONG) else "rejected"
 
 
-def _reason(e: Exception) -> str:
-    # prmkit's length refusals (AlignmentError from RewardModel.encode_all) all name max_length;
-    # every other refusal names its own cause.
-    return (TOO_LONG if "max_length" in str(e) else REJECTED) + str(e)
-
-
-def score_each(scorer: StepScorer, traces: Sequence[Trace], metrics: Metrics | None = None) -> list[Result]:
-    """Per trace ``(scores, None)``, or ``(None, reason)`` for one the scorer refuses. One call for all
-    of them; when the scorer refuses the call (it raises for the whole batch if one trace cannot be
-    encoded), the batch is halved and each half retried, so one bad trace among n costs about
-    2·log2(n) extra calls and the others stay batched (one call per trace cost a 64-trace batch 64
-    calls). ``metrics.scorer_calls`` counts the extra calls."""
-    if not traces:
-        return []
-    try:
-        scored = scorer.score(list(traces))
-    except PrmkitError as e:
-        if len(traces) == 1:
-            return [(None, _reason(e))]
-        half = len(traces) // 2
-        if metrics is not None:
-            metrics.scorer_calls += 2
-        return score_each(scorer, traces[:half], metrics) + score_each(scorer, traces[half:], metrics)
-    if len(scored) != len(traces):
-        raise PrmkitError(f"scorer returned {len(scored)} results for {len(traces)} traces")
-    return [(list(s), None) for s in scored]
+def _reason(why: str) -> str:
+    # prmkit's length refusals (RewardModel.encode_each) all name max_length; every other refusal
+    # names its own cause.
+    return (TOO_LONG if "max_length" in why else REJECTED) + why
