@@ -249,6 +249,9 @@ def test_not_a_log_and_eval_without_inspect_ai(tmp_path, monkeypatch):
         list(read(tmp_path / "absent.json", "inspect"))
     zipped = tmp_path / "run.eval"
     zipped.write_bytes(b"PK\x03\x04")
+    from prmkit.data import detect_format
+
+    assert detect_format(zipped) == "inspect"  # a zip archive: told by its suffix, not its first record
     with pytest.raises(PrmkitError, match="reader=json reads .json logs only"):
         list(read(zipped, "inspect", reader="json"))
     monkeypatch.setattr("prmkit.data._inspect._inspect_ai_available", lambda: False)

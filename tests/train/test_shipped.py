@@ -111,3 +111,22 @@ def test_export_refuses_a_run_without_an_adapter(tmp_path):
     (tmp_path / "run").mkdir()
     with pytest.raises(PrmkitError, match="no LoRA adapter"):
         export_shipped(tmp_path / "run", tmp_path / "asset")
+
+
+def test_export_sets_the_shipped_max_length(trained, marker_files, tmp_path, monkeypatch):
+    import json
+
+    trained_len = json.loads((trained / "prmkit_rm.json").read_text())["max_length"]
+    longer = export_shipped(trained, tmp_path / "assets" / "prm-long", max_length=trained_len // 2 + 1)
+    assert json.loads((longer / "prmkit_rm.json").read_text())["max_length"] == trained_len // 2 + 1
+    as_trained = export_shipped(trained, tmp_path / "assets" / "prm-same")
+    assert json.loads((as_trained / "prmkit_rm.json").read_text())["max_length"] == trained_len
+    monkeypatch.setattr(_shipped, "ASSETS", tmp_path / "assets")
+    monkeypatch.setitem(_shipped.SHIPPED_MODELS, "default", "prm-long")
+    rm = RewardModel.from_pretrained("default")
+    assert rm.max_length == trained_len // 2 + 1
+    held = list(read_traces(marker_files["eval"]))[:6]  # short traces: the same scores at either length
+    for a, b in zip(rm.score(held), RewardModel.from_pretrained(str(trained)).score(held), strict=True):
+        assert a == pytest.approx(b, abs=1e-5)
+    with pytest.raises(PrmkitError, match="max_length must be a positive"):
+        export_shipped(trained, tmp_path / "assets" / "bad", max_length=0)

@@ -301,7 +301,10 @@ def get_format(name: str, **options: Any) -> Format:
 
 
 def detect_format(path: str | os.PathLike) -> str:
-    """The name of the format of ``path``, from its first record."""
+    """The name of the format of ``path``, from its first record (an Inspect ``.eval`` log, a zip
+    archive, from its suffix)."""
+    if str(path).endswith(".eval") and "inspect" in FORMATS:
+        return "inspect"
     try:
         _, first = next(iter_json_records(path))
     except StopIteration:
