@@ -1,6 +1,6 @@
 """``long=``: how a PRM treats steps past ``max_length`` reaches it from every door (the constructor,
 ``from_pretrained``, the ``model`` scorer's ``-s long=...``), and on real ProcessBench traces with the
-default PRM's tokenizer (SmolLM2's) at the default ``max_length`` 512 no step is left unscored.
+default PRM's tokenizer (SmolLM2's) at ``max_length`` 512 (the training length) no step is left unscored.
 A ``max_length`` given on load overrides the checkpoint's and reads a long trace whole (the steps
 that fitted score as before), up to the model's position limit.
 The windows' scores themselves are tested in ``tests/scoring/test_long_traces.py``."""
@@ -73,7 +73,7 @@ STEPS = ["Tom starts with 3 apples.", "He buys 5 more apples.", "So 3 + 5 = 8.",
 
 def _saved_with(tiny_folders, tmp_path, name: str, max_length: int) -> str:
     """A copy of the tiny ``name`` checkpoint whose ``prmkit_rm.json`` says ``max_length`` (as the
-    shipped models' says 512)."""
+    shipped models' says 4096)."""
     import json
     import shutil
 
