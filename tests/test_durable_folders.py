@@ -175,3 +175,30 @@ def test_the_tiny_backbone_is_flushed_before_its_rename(tmp_path, calls):
 
     path = Path(build_tiny_backbone(tmp_path / "tiny", hidden=16, layers=1))
     assert_published(calls, path)
+
+
+class _Converter:
+    """Stands in for ``ctranslate2.converters.TransformersConverter``: writes a ``model.bin``."""
+
+    def __init__(self, path, trust_remote_code=False) -> None:
+        self.path = path
+
+    def convert(self, out, quantization=None, force=False) -> None:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / "model.bin").write_text("weights")
+
+
+def test_the_ct2_conversion_cache_is_flushed_before_its_rename(tmp_path, monkeypatch, calls):
+    from types import SimpleNamespace
+
+    from prmkit.policies import _ct2
+
+    fake = SimpleNamespace(__version__="0.0-test", converters=SimpleNamespace(TransformersConverter=_Converter))
+    monkeypatch.setattr(_ct2, "_ct2", lambda: fake)
+    monkeypatch.setattr(_ct2, "load_causal_lm", lambda *a, **k: (
+        _Saves("model.safetensors", "w"), _Saves("tokenizer.json", "t"), "stand-in"))
+    target = tmp_path / "ct2" / "entry"
+    assert _ct2.convert_to_ct2("stand-in", out=target) == target
+    assert {"model.bin", "tokenizer.json", "prmkit_ct2.json"} <= {p.name for p in target.iterdir()}
+    assert_published(calls, target)
+    assert [p.name for p in (tmp_path / "ct2").iterdir()] == ["entry"]  # the work folder is gone
