@@ -43,7 +43,7 @@ from typing import Any
 
 from prmkit.data import get_splitter
 from prmkit.errors import PrmkitError
-from prmkit.scoring import StepScorer, get_aggregator
+from prmkit.scoring import StepScorer, get_aggregator, score_each
 from prmkit.trace import Problem, Trace
 
 __all__ = ["PRMReward", "completion_text", "prompt_text", "TRUNCATION"]
@@ -93,9 +93,9 @@ class PRMReward:
     ``unscored_reward``: the reward of a completion nothing of which was scored (``None``: TRL's "no
     opinion"; used as it is, not scaled).
 
-    A scorer with a ``score_each(traces)`` method (:class:`~prmkit.serve.RemoteScorer`) reports per
-    trace why it could not score it, in one call; for any other a refused call is retried one trace
-    at a time.
+    Scoring goes through :func:`prmkit.scoring.score_each`: a scorer that says per trace why it
+    refused one (a local model, :class:`~prmkit.serve.RemoteScorer` in one request) is called once;
+    any other is called again on halves of a refused batch.
     """
 
     def __init__(self, scorer: StepScorer, *, aggregate: str = "min", splitter: str = "newline",
@@ -147,25 +147,11 @@ class PRMReward:
         return [r for r, _ in self._scored(traces)]
 
     def _scored(self, traces: Sequence[Trace | None]) -> list[tuple[list[float | None] | None, str | None]]:
-        """Per trace ``(scores, None)`` or ``(None, why)``."""
+        """Per trace ``(scores, None)`` or ``(None, why)``: one call for all of them
+        (:func:`prmkit.scoring.score_each`), a refused trace costing only its own reward."""
         idx = [i for i, t in enumerate(traces) if t is not None]
         out: list[tuple[list[float | None] | None, str | None]] = [(None, "no steps")] * len(traces)
-        batch = [traces[i] for i in idx]
-        each = getattr(self.scorer, "score_each", None)
-        if callable(each) and batch:
-            for i, r in zip(idx, each(batch), strict=True):
-                out[i] = r
-            return out
-        try:
-            results = [(list(r), None) for r in self.scorer.score(batch)] if batch else []
-        except PrmkitError:
-            results = []
-            for t in batch:
-                try:
-                    results.append((list(self.scorer.score([t])[0]), None))
-                except PrmkitError as e:
-                    results.append((None, str(e)))
-        for i, r in zip(idx, results, strict=True):
+        for i, r in zip(idx, score_each(self.scorer, [traces[i] for i in idx]), strict=True):
             out[i] = r
         return out
 
