@@ -101,6 +101,41 @@ def test_stop_strings_and_lengths(policy):
         assert c.num_tokens <= 5 and (c.finish_reason == "stop" or c.num_tokens == 5)
 
 
+def test_greedy_stop_strings_cut_where_hf_cuts(policy, tiny_lm):
+    """At temperature 0, a completion with stop strings is the one without, cut at the first stop
+    string (hf's rule), with the row's tokens ending where the stop string is complete."""
+    hf = get_policy("hf", model=tiny_lm, batch_size=4, progress=False)
+    free = policy.generate(REQS, SamplingParams(n=2, max_new_tokens=16, temperature=0))
+    hits = 0
+    for stop in ((" ",), ("e", "="), ("\n",)):
+        sp = SamplingParams(n=2, max_new_tokens=16, temperature=0, stop=stop)
+        ours = policy.generate(REQS, sp)
+        assert texts(ours) == texts(hf.generate(REQS, sp))
+        for row, whole in zip(ours, free, strict=True):
+            for c, w in zip(row, whole, strict=True):
+                cut = min((i for s in stop if (i := w.text.find(s)) >= 0), default=-1)
+                assert c.text == (w.text[:cut] if cut >= 0 else w.text)
+                hits += cut >= 0
+                assert c.finish_reason == ("stop" if cut >= 0 else w.finish_reason)
+                assert c.num_tokens <= w.num_tokens
+    assert hits >= 4  # the stop strings do cut some completions
+
+
+def test_sampled_stop_strings_end_each_row_alone(policy):
+    """With stop strings the n rows of a request are hypotheses of one example that share its
+    prompt: a stop ends that row only, the others go on; the same batch plan gives the same rows."""
+    sp = SamplingParams(n=6, max_new_tokens=20, temperature=1.0, seed=5, stop=(" ",))
+    a, b = policy.generate(REQS, sp), policy.generate(REQS, sp)
+    assert texts(a) == texts(b)
+    assert [[c.num_tokens for c in r] for r in a] == [[c.num_tokens for c in r] for r in b]
+    lengths = [c.num_tokens for row in a for c in row]
+    assert any(c.finish_reason == "stop" and c.num_tokens < 20 for row in a for c in row)
+    assert len(set(lengths)) > 2  # rows of one example are not cut together
+    for row in a:
+        for c in row:
+            assert " " not in c.text and c.num_tokens <= 20
+
+
 def test_resumed_file_equals_uninterrupted(tmp_path, policy):
     """ct2 is deterministic per call, not batch invariant: sample_traces keeps the calls of a resumed
     run the same as an uninterrupted one's, so the files are equal."""
