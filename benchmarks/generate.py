@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import math
+import os
 import shlex
 import statistics
 import sys
@@ -60,6 +61,8 @@ def bench_backends(problems: int, n: int, max_tokens: int, repeats: int) -> dict
     params = SamplingParams(n=n, max_new_tokens=max_tokens, temperature=0.7, seed=0)
     for pol in (hf, ct2):
         pol.generate(reqs[:1], SamplingParams(n=1, max_new_tokens=4))  # warm-up, caches
+    # Another process on the CPU slows both backends unevenly: say how loaded the machine was.
+    print(f"load average (1 min) at the start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     print(f"{problems} problems x {n} samples x <= {max_tokens} new tokens, T 0.7, zero-shot arith prompt; "
           f"hf: {hf.model_id} ({hf.describe()['dtype']}); ct2: {ct2.model_id} ({ct2.compute_type})")
     rates: dict[str, list[float]] = {}
@@ -72,6 +75,7 @@ def bench_backends(problems: int, n: int, max_tokens: int, repeats: int) -> dict
                 print(f"  repeat {r + 1} {name:>4} batch {bs:>2}: {tokens} tokens in {seconds:.1f} s = "
                       f"{tokens / seconds:.1f} tokens/s", flush=True)
     med = {k: statistics.median(v) for k, v in rates.items()}
+    print(f"load average (1 min) at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs", flush=True)
     for k, v in med.items():
         print(f"{k}: {v:.1f} tokens/s (median of {repeats})")
     return med
