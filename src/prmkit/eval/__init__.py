@@ -9,7 +9,14 @@ add one with :func:`register_probe`).
 """
 
 from prmkit.eval._agreement import cohen_kappa, label_agreement
-from prmkit.eval._bon import BonCurves, BonMethod, bon_choices, bon_curves, default_methods, within_problem_auroc
+from prmkit.eval._bon import (
+    BonCurves,
+    BonMethod,
+    bon_choices,
+    bon_curves,
+    default_methods,
+    within_problem_auroc,
+)
 from prmkit.eval._card import CARD_FIELDS, Card, CardField, card_from_provenance
 from prmkit.eval._derived import arith_derived_traces, derive_traces, gsm8k_derived_traces
 from prmkit.eval._metrics import auroc, first_error_accuracy, first_error_index
