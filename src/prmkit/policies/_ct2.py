@@ -10,6 +10,12 @@ Why CTranslate2: it batches rows of different prompts, forwards each prompt once
 samples, and runs int8 weights on CPU; ``benchmarks/generate.py`` measures it against ``hf`` and
 llama.cpp's batched decoding in one run. Measured here on 2 cores (2026-11-26, a quiet machine):
 ×1.95 ``hf``'s tokens/s at 16 rows, ×1.05 at 64 (24 new tokens) — a modest win, not the several-fold one hoped for.
+Where the time goes (profiled the same day under load, CPU seconds for 8 requests x 8 samples x 24
+new tokens): ``generate`` 11.1 against a bare ``generate_batch`` with the same settings 10.4, so the
+backend's own work (tokenising, the 0.3 s generator reload) is within noise; sampling from the whole
+vocabulary against top-k 50: 10.4 vs 10.1, no measurable cost, so the exact distribution stays;
+16 vs 64 rows per call: 10.3 vs 10.4 — a decode step costs CPU in proportion to its rows, so larger
+batches do not raise tokens/s on 2 cores. Forwarding the prompts (about 90 tokens each) is 2.4-3 of it.
 
 **Reproducibility.** CTranslate2 samples from one random generator per call, so unlike ``hf`` a
 row's sample depends on what else shares its call. The backend seeds that generator from the base
