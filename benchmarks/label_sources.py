@@ -7,17 +7,17 @@ same real SmolLM2 traces with the same recipe and budget, plus one trained on ``
 Each is evaluated the same way on held-out samples: best-of-N against majority vote with paired
 bootstrap intervals, step AUROC against the symbolic labels, within-problem AUROC.
 
-Make the labelled traces first (the README gives the commands; both resumable)::
+Make the labelled traces first (each command resumable; the README gives the subset)::
 
     prmkit label --method mc -k 4 --seed 7 --max-new-tokens 96 subset.jsonl subset.mc.jsonl
-    prmkit label --method binary -k 4 --max-rollouts 16 --seed 7 --max-new-tokens 96 \\
-        subset.mc.jsonl subset.labels.jsonl
+    prmkit label --method binary -k 4 --max-rollouts 16 --seed 7 --max-new-tokens 96 subset.jsonl \
+        subset.binary.jsonl
     prmkit data derive subset.jsonl subset.synthetic.jsonl --per-problem 3 --correct-fraction 1 --seed 11
 
-then::
+then (the two label runs' labels are merged by trace id)::
 
-    python benchmarks/label_sources.py --traces subset.labels.jsonl --synthetic subset.synthetic.jsonl \\
-        --heldout runs/verifier/heldout-v2.jsonl
+    python benchmarks/label_sources.py --traces subset.mc.jsonl --traces subset.binary.jsonl \
+        --synthetic subset.synthetic.jsonl --heldout runs/verifier/heldout-v2.jsonl
 
 Each trained model is kept under ``--out`` and reused on a rerun (delete a folder to retrain it). The
 last line is the gap between the best label source and ``mc_hard``, the labels the field automates.
@@ -43,14 +43,32 @@ def _pts(d: dict) -> str:
     return f"{100 * d['diff']:+.1f} [{100 * d['lo']:+.1f}, {100 * d['hi']:+.1f}]"
 
 
+def merge_labels(runs):
+    """The traces of ``runs[0]`` with, on each step, the labels of every run (same trace ids, same
+    steps; a source already on the step is not added twice)."""
+    by_id = [{t.id: t for t in run} for run in runs[1:]]
+    for t in runs[0]:
+        for other in by_id:
+            o = other.get(t.id)
+            if o is None:
+                raise SystemExit(f"trace {t.id!r} is missing from one of the --traces files")
+            if [s.text for s in o.steps] != [s.text for s in t.steps]:
+                raise SystemExit(f"trace {t.id!r}: its steps differ between the --traces files")
+            for step, ostep in zip(t.steps, o.steps, strict=True):
+                have = {lb.source for lb in step.labels}
+                step.labels.extend(lb for lb in ostep.labels if lb.source not in have)
+    return runs[0]
+
+
 def _f(x: float | None) -> str:
     return "—" if x is None else f"{x:.3f}"
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--traces", required=True,
-                    help="real traces carrying symbolic, mc_hard, mc_soft and binary_search step labels")
+    ap.add_argument("--traces", required=True, action="append",
+                    help="real traces carrying symbolic, mc_hard, mc_soft and binary_search step labels; "
+                         "repeat it for the same traces labelled by several runs (labels merged by trace id)")
     ap.add_argument("--synthetic", default=None, help="injected-error traces of the same problems")
     ap.add_argument("--heldout", required=True, help="held-out samples (arith, symbolic labels)")
     ap.add_argument("--problems", type=int, default=0, help="use the first N held-out problems (0: all)")
@@ -71,12 +89,16 @@ def main(argv: list[str] | None = None) -> int:
 
     from prmkit.eval import BonMethod, bon_curves, label_agreement, step_metrics_for, within_problem_auroc
     from prmkit.scoring import load_scorer, score_traces
-    from prmkit.trace import read_traces
+    from prmkit.trace import read_traces, write_traces
     from prmkit.train import load_config, train
 
     t0 = time.perf_counter()
+    out_dir = Path(args.out)
     sources = [s for s in args.sources.split(",") if s]
-    real = list(read_traces(args.traces))
+    real = merge_labels([list(read_traces(f)) for f in args.traces])
+    merged = out_dir / "train-labels.jsonl"  # what every real-trace PRM trains on
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_traces(real, merged)
     present = {lb.source for t in real for s in t.steps for lb in s.labels}
     quality = {}
     for s in sources:
@@ -93,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"training traces: {len(real)} ({args.traces}); held-out: {len(heldout)} traces of "
           f"{len({t.problem.id for t in heldout})} problems ({args.heldout})")
 
-    out = Path(args.out)
+    out = out_dir
     rows = {}
     for src in sources:
         if src == "synthetic":
@@ -105,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{src}: skipped (no {src!r} labels in {args.traces})")
             continue
         else:
-            files, label_source = [args.traces], src
+            files, label_source = [str(merged)], src
         folder = out / src
         if not (folder / "prmkit_rm.json").exists():
             cfg = load_config(None, [], kind="prm", model=args.model, train=files, label_source=label_source,
