@@ -45,6 +45,30 @@ def fixtures() -> Path:
     return FIXTURES
 
 
+@pytest.fixture
+def fsync_calls(monkeypatch):
+    """What was flushed and renamed, in order: ``("file"|"dir", inode)`` for each ``os.fsync`` and
+    ``("replace", inode of src, str(dst))`` for each ``os.replace`` (the durable-write tests watch these:
+    a SIGKILL test cannot see a missing fsync)."""
+    import stat
+
+    seen: list[tuple] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        st = os.fstat(fd)
+        seen.append(("dir" if stat.S_ISDIR(st.st_mode) else "file", st.st_ino))
+        real_fsync(fd)
+
+    def replace(src, dst):
+        seen.append(("replace", os.stat(src).st_ino, str(dst)))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    return seen
+
+
 def pytest_collection_modifyitems(config, items):
     """Every test that reads ../shared/data must carry the ``realdata`` marker (so CI can select or
     deselect real-data tests with ``-m``); a test that forgets it fails at collection."""

@@ -7,7 +7,6 @@ leaves the previous output as it was. (Training and export: ``tests/train/test_d
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 
 import pytest
@@ -17,23 +16,8 @@ from prmkit.trace import Problem, Step, Trace, read_traces
 
 
 @pytest.fixture
-def calls(monkeypatch):
-    """``("file"|"dir", inode)`` per fsync and ``("replace", inode of src, dst)`` per rename, in order."""
-    seen: list[tuple] = []
-    real_fsync, real_replace = os.fsync, os.replace
-
-    def fsync(fd):
-        st = os.fstat(fd)
-        seen.append(("dir" if stat.S_ISDIR(st.st_mode) else "file", st.st_ino))
-        real_fsync(fd)
-
-    def replace(src, dst):
-        seen.append(("replace", os.stat(src).st_ino, str(dst)))
-        real_replace(src, dst)
-
-    monkeypatch.setattr(os, "fsync", fsync)
-    monkeypatch.setattr(os, "replace", replace)
-    return seen
+def calls(fsync_calls):
+    return fsync_calls
 
 
 def renamed_at(calls: list[tuple], dst: Path) -> int:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from pathlib import Path
 
 import pytest
@@ -21,28 +20,13 @@ from prmkit.search import select_file
 
 
 @pytest.fixture
-def calls(monkeypatch):
-    """What was fsynced (``("file", inode)`` / ``("dir", path inode)``) and renamed, in order."""
-    seen: list[tuple] = []
-    real_fsync, real_replace = os.fsync, os.replace
-
-    def fsync(fd):
-        st = os.fstat(fd)
-        seen.append(("dir" if stat.S_ISDIR(st.st_mode) else "file", st.st_ino))
-        real_fsync(fd)
-
-    def replace(src, dst):
-        seen.append(("replace", os.stat(src).st_ino, Path(dst).name))
-        real_replace(src, dst)
-
-    monkeypatch.setattr(os, "fsync", fsync)
-    monkeypatch.setattr(os, "replace", replace)
-    return seen
+def calls(fsync_calls):
+    return fsync_calls
 
 
 def assert_published_durably(calls: list[tuple], out: Path) -> None:
     ino = out.stat().st_ino
-    at = calls.index(("replace", ino, out.name))
+    at = next(i for i, c in enumerate(calls) if c[:2] == ("replace", ino) and Path(c[2]).name == out.name)
     assert ("file", ino) in calls[:at], f"{out.name} renamed without an fsync of its bytes first"
     if os.name == "posix":
         assert ("dir", out.parent.stat().st_ino) in calls[at + 1:], "the folder was not flushed"

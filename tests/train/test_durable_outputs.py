@@ -5,8 +5,6 @@ leaves the previous output as it was. A SIGKILL test cannot see a missing fsync;
 
 from __future__ import annotations
 
-import os
-import stat
 from pathlib import Path
 
 import pytest
@@ -26,24 +24,8 @@ def config(marker_files, out, *overrides, **values):
 
 
 @pytest.fixture
-def calls(monkeypatch):
-    """``("file"|"dir", inode)`` for each fsync and ``("replace", inode of src, dst path)`` for each
-    rename, in order."""
-    seen: list[tuple] = []
-    real_fsync, real_replace = os.fsync, os.replace
-
-    def fsync(fd):
-        st = os.fstat(fd)
-        seen.append(("dir" if stat.S_ISDIR(st.st_mode) else "file", st.st_ino))
-        real_fsync(fd)
-
-    def replace(src, dst):
-        seen.append(("replace", os.stat(src).st_ino, str(dst)))
-        real_replace(src, dst)
-
-    monkeypatch.setattr(os, "fsync", fsync)
-    monkeypatch.setattr(os, "replace", replace)
-    return seen
+def calls(fsync_calls):
+    return fsync_calls
 
 
 def assert_flushed_before_rename(calls: list[tuple], folder: Path) -> None:
