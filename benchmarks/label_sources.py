@@ -110,12 +110,11 @@ def main(argv: list[str] | None = None) -> int:
                           "wrong_steps": pair["b_wrong"], "symbolic_wrong_steps": pair["a_wrong"]}
     heldout = list(read_traces(args.heldout))
     if args.problems:
-        keep = list(dict.fromkeys(t.problem.id for t in heldout))[:args.problems]
-        heldout = [t for t in heldout if t.problem.id in set(keep)]
+        keep = set(list(dict.fromkeys(t.problem.id for t in heldout))[:args.problems])
+        heldout = [t for t in heldout if t.problem.id in keep]
     print(f"training traces: {len(real)} ({args.traces}); held-out: {len(heldout)} traces of "
           f"{len({t.problem.id for t in heldout})} problems ({args.heldout})")
 
-    out = out_dir
     rows = {}
     for src in sources:
         if src == "synthetic":
@@ -128,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         else:
             files, label_source = [str(merged)], src
-        folder = out / src
+        folder = out_dir / src
         if not (folder / "prmkit_rm.json").exists():
             cfg = load_config(None, [], kind="prm", model=args.model, train=files, label_source=label_source,
                               soft_labels=src == "mc_soft",
