@@ -16,7 +16,8 @@ fixture set; the --help examples share one copy, in the order of the command tre
 ``prmkit data derive --env arith``: 6 problems, 4 traces each), ``runs/arith.jsonl`` (2 of them), a tiny
 PRM in ``runs/prm`` and ``runs/demo/prm`` and a tiny ORM in ``runs/demo/orm`` (``prmkit train --config
 tiny``, standing in for the demo's), ``scored.jsonl`` (traces.jsonl scored by the PRM) and
-``runs/demo/heldout.jsonl`` (scored by both, as the demo's is). ``../shared/data`` is the public data
+``runs/demo/heldout.jsonl`` (scored by both, as the demo's is), ``logs/2026-11-26T22-05-22_task.json`` (the
+hand-written Inspect log of ``tests/fixtures/inspect``) and ``benchmarks`` (a link to the repository's). ``../shared/data`` is the public data
 folder where it is present (lines reading it carry the ``realdata`` marker and skip with a message where
 it is absent), with ProcessBench's two JSON files cut to their first 20 erroneous and first 20
 error-free samples: scoring them whole takes minutes.
@@ -333,6 +334,10 @@ def template(tmp_path_factory):
         # scored.jsonl is what the README's (and the help's) score line writes: an existing OUT is
         # refused without --overwrite, so the line makes it as a reader's run would.
         os.remove("scored.jsonl")
+        # The README's Inspect lines read a log by the name inspect_ai gives it: the hand-written one.
+        Path("logs").mkdir()
+        shutil.copy(REPO / "tests" / "fixtures" / "inspect" / "shop_ledger.json", "logs/2026-11-26T22-05-22_task.json")
+        Path("benchmarks").symlink_to(REPO / "benchmarks")  # `python benchmarks/X.py` lines
     finally:
         os.chdir(old)
     return root
