@@ -284,7 +284,8 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
         for model, key in scorers:
             if model is None:
                 continue
-            skipped = score_traces_or_skip(model, heldout, key, aggregate="min")
+            skipped = score_traces_or_skip(model, heldout, key, aggregate="min", progress=True,
+                                           what=f"score held-out traces ({key})")
             if skipped:
                 _say(f"[yellow]{len(skipped)} held-out traces not scored by {key}[/] "
                      f"(first: {skipped[0][0]}: {skipped[0][1]})")
