@@ -52,7 +52,7 @@ def test_a_bad_config_exits_1_listing_every_problem(tmp_path, capsys):
 def test_configs_lists_the_shipped_configs(capsys):
     main(["train", "configs"])
     names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
-    assert names == ["default-orm", "default-prm", "minilm", "qwen2.5-math-7b-gpu", "smollm2-lora", "tiny"]
+    assert names == ["default-orm", "default-prm", "minilm", "public-prm", "qwen2.5-math-7b-gpu", "smollm2-lora", "tiny"]
 
 
 def _free_port() -> int:
