@@ -15,7 +15,8 @@
    best-of-N accuracy of PRM (min), PRM-weighted voting, ORM, majority vote, random choice and pass@N at
    the largest N; the differences PRM − majority, PRM − ORM, PRM-weighted − majority; step AUROC and
    F1 against the symbolic labels; the process-collapse probe (AUROC within right-answer traces) and
-   the gaming probe (share of min scores the perturbations raise). Then the goals of issue 14 (met or
+   the gaming probe (share of min scores the perturbations raise); the result-check probe (does a valid
+   step outscore the same step with its result changed; :mod:`prmkit.eval`). Then the goals of issue 14 (met or
    not), the command line, and last the PRM − majority gap.
 
 ``--json FILE`` also writes the report sections (``bon``, ``summary``, ``step_metrics``, ``probes``), so
@@ -69,6 +70,10 @@ class _Product:
         return out
 
 
+def _verdict(result: dict) -> str:
+    return "cannot measure" if result.get("failed") is None else "FAILED" if result["failed"] else "passed"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--prm", required=True, help="PRM: a checkpoint folder, or default")
@@ -93,9 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--likelihood", action="store_true",
                     help="also score with the training-free likelihood scorer (the default policy's "
                          "surprise at each step's tokens) and compare the PRM with it")
-    ap.add_argument("--likelihood-reduce", default="min", choices=["min", "mean", "result"],
+    ap.add_argument("--likelihood-reduce", default="min", choices=["min", "mean", "result", "margin"],
                     help="what the likelihood scorer reads of a step: its most surprising token (min), the "
-                         "mean, or the most surprising token of the values it claims (result: after '=')")
+                         "mean, the most surprising token of the values it claims (result: after '='), or "
+                         "how far those fall behind the LM's own first choice (margin)")
     ap.add_argument("--combine", action="store_true",
                     help="with --likelihood: also rank by the product of the PRM's and the likelihood's step "
                          "scores (both must hold; a step the likelihood does not score keeps the PRM's)")
@@ -193,10 +199,13 @@ def main(argv: list[str] | None = None) -> int:
           f"best-of-N needs, unlike the pooled step AUROC)" if within[1] else
           "within-problem AUROC: no problem has both right and wrong samples")
     probes = run_probes(prm, traces, key="prm", score=False, label_source="symbolic", aggregate="min",
-                        seed=args.seed, gaming_traces=args.gaming_traces, probes=["collapse", "gaming"])
-    col, gam = probes["collapse"], probes["gaming"]
+                        seed=args.seed, gaming_traces=args.gaming_traces,
+                        probes=["collapse", "gaming", "result_check"])
+    col, gam, res = probes["collapse"], probes["gaming"], probes["result_check"]
     print(f"collapse probe: {'FAILED' if col.get('failed') else 'passed'} — {col.get('criterion', '')}")
     print(f"gaming probe: {'FAILED' if gam.get('failed') else 'passed'} — {gam.get('criterion', '')}")
+    print(f"result-check probe: {_verdict(res)} — the written result scored above a changed one in "
+          f"{res['caught']} of {res['n']} valid steps ({res['ties']} ties); {res.get('criterion', '')}")
 
     pm = gaps.get(("PRM (min)", "majority"))
     po = gaps.get(("PRM (min)", "ORM"))

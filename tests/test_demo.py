@@ -53,7 +53,7 @@ def test_demo_quick_writes_the_report_and_resumes(tmp_path):
     oracle = bon["methods"]["oracle (pass@N)"]["acc"]
     for name, m in bon["methods"].items():
         assert all(a <= o + 1e-9 for a, o in zip(m["acc"], oracle, strict=True)), name
-    assert set(report["probes"]) == {"collapse", "gaming", "length_bias", "transfer"}
+    assert set(report["probes"]) == {"collapse", "gaming", "result_check", "length_bias", "transfer"}
     assert report["labels"]["sources"] == ["symbolic", "mc_hard"]
     fields = report["card"]["fields"]
     assert fields["policy_model"]["value"] and fields["process_reward_model"]["value"]

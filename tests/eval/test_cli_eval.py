@@ -133,7 +133,7 @@ def test_probes_cli_and_report(tmp_path):
     run(["eval", "probes", str(inp), "--scorer", "scripted", "-s", "scores={}", "-s", "default=0.6",
          "--label-source", "symbolic", "--transfer", str(other), "--json", str(out)])
     probes = json.loads(out.read_text())["probes"]
-    assert set(probes) == {"collapse", "gaming", "length_bias", "transfer"}
+    assert set(probes) == {"collapse", "gaming", "result_check", "length_bias", "transfer"}
     # A constant scorer: no perturbation can raise a score, and step AUROC is exactly chance.
     assert not probes["gaming"]["failed"]
     assert probes["transfer"]["sources"]["shifted"]["auroc"] == 0.5

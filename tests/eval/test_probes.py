@@ -420,7 +420,7 @@ def test_run_probes_has_the_report_shape():
     other = source("b", SOURCE_B, scored=False)
     d = run_probes(scorer, traces, transfer_sources={"own": traces, "other": other}, in_domain="own")
     assert json.loads(json.dumps(d)) == d
-    assert set(d) == {"collapse", "gaming", "length_bias", "transfer"}
+    assert set(d) == {"collapse", "gaming", "result_check", "length_bias", "transfer"}
     group = {"traces", "invalid_steps", "valid_steps", "auroc", "flag_rate"}
     assert set(d["collapse"]["right_answer"]) >= group and set(d["collapse"]["wrong_answer"]) >= group
     assert set(d["collapse"]) >= {"gap", "outcome_auroc", "step_auroc", "failed", "criterion"}
@@ -443,7 +443,7 @@ def test_run_probes_has_the_report_shape():
 def test_run_probes_without_a_second_source_leaves_transfer_out():
     # A probe the inputs do not allow is left out, not reported as passed.
     d = run_probes(ScriptedScorer(lambda t: [0.5] * len(t.steps)), collapse_data()[:2])
-    assert list(d) == ["collapse", "gaming", "length_bias"]
+    assert list(d) == ["collapse", "gaming", "result_check", "length_bias"]
 
 
 def test_length_bias_cannot_measure_when_nearly_all_traces_share_a_length():

@@ -31,6 +31,7 @@ from prmkit.eval import (
     length_bias_probe,
     register_probe,
     render_markdown,
+    result_check_probe,
     run_probes,
     transfer_probe,
 )
@@ -90,6 +91,8 @@ def test_run_probes_equals_the_demo_assembly():
     manual = {
         "collapse": collapse_probe(held_m, key="prm", label_source="symbolic").to_dict(),
         "gaming": gaming_probe(prm, [t for t in held_m if len(t.steps) >= 2][:2], seed=7).to_dict(),
+        "result_check": result_check_probe(prm, held_m, label_source="symbolic", max_traces=2,
+                                           seed=7).to_dict(),
         "length_bias": length_bias_probe(held_m, key="prm", aggregate="min").to_dict(),
         "transfer": transfer_probe(prm, {"arith (derived)": same_m, "other": other_m},
                                    in_domain="arith (derived)", key="prm").to_dict(),
@@ -99,7 +102,7 @@ def test_run_probes_equals_the_demo_assembly():
                      seed=7, gaming_traces=2, transfer_sources={"arith (derived)": same, "other": other},
                      in_domain="arith (derived)")
     assert got == manual
-    assert list(got) == ["collapse", "gaming", "length_bias", "transfer"]
+    assert list(got) == ["collapse", "gaming", "result_check", "length_bias", "transfer"]
     # By hand. Gaming perturbs h1 and h2 (h0 has one step): its first call scores exactly those.
     assert mine.calls[0] == [texts(held[1]), texts(held[2])]
     assert got["gaming"]["skipped"]["reorder_steps"] == 1  # h1 has no pair of steps before its last
@@ -201,7 +204,7 @@ def test_a_registered_probe_runs_and_renders(plugin):
     assert isinstance(PROBES.create("step_count"), Probe)
     held = heldout()
     got = run_probes(scorer(), held, transfer_sources={"b": derived(SOURCE_B)}, in_domain="heldout")
-    assert list(got) == ["collapse", "gaming", "length_bias", "transfer", "step_count"]
+    assert list(got) == ["collapse", "gaming", "result_check", "length_bias", "transfer", "step_count"]
     assert got["step_count"] == {"failed": False, "criterion": "fails above 100 steps", "steps": 8,
                                  "per_trace": {"h0": 1, "h1": 2, "h2": 3, "h3": 2}}
     md = render_markdown({"probes": got})

@@ -109,6 +109,33 @@ def test_result_reads_only_the_claimed_values(policy):
     assert mean.score([other])[0][0] != pytest.approx(mean.score([tr])[0][0], rel=1e-6)
 
 
+def test_margin_is_the_written_results_distance_from_the_lms_first_choice(policy):
+    # reduce="margin" reads the tokens "result" reads, each as log p(written) - log p(most likely):
+    # 0 (a score of 1.0) where the LM would have written the token itself.
+    tr = _trace(3, ["3 + 15 = 18, so 12.", "Nothing to check here.", "The answer is 18."])
+    got = LikelihoodScorer(policy=policy, reduce="margin").score([tr])[0]
+    assert got[1] is None
+    tok, lm = policy.tokenizer, policy.model
+    prompt = policy.render(GenerationRequest(rollout_messages(tr, None, policy.prompt_shots)))
+    body = "\n".join(s.text for s in tr.steps)
+    enc = tok(prompt + body, add_special_tokens=False, return_offsets_mapping=True)
+    ids, offsets = enc["input_ids"], enc["offset_mapping"]
+    with torch.inference_mode():
+        logits = lm(input_ids=torch.tensor([ids])).logits[0].float()
+
+    def char_margin(c: int) -> float:
+        i = next(k for k, (a, b) in enumerate(offsets) if a <= c < b)
+        return (logits[i - 1, ids[i]] - logits[i - 1].max()).item()
+
+    first = len(prompt) + body.index("= 18") + 2
+    last = len(prompt) + body.rindex("18")
+    assert math.log(got[0]) == pytest.approx(min(char_margin(first), char_margin(first + 1)), abs=1e-5)
+    assert math.log(got[2]) == pytest.approx(min(char_margin(last), char_margin(last + 1)), abs=1e-5)
+    # p(written) / p(first choice) is at least p(written): never below the result reduction's score
+    res = LikelihoodScorer(policy=policy, reduce="result").score([tr])[0]
+    assert got[0] >= res[0] and got[2] >= res[2] and max(got[0], got[2]) <= 1.0
+
+
 def test_registry_and_bad_options(policy, tiny_lm):
     assert "likelihood" in SCORERS
     s = load_scorer("likelihood", None, {"model": tiny_lm, "adapter": "none", "reduce": "mean"})
@@ -116,7 +143,7 @@ def test_registry_and_bad_options(policy, tiny_lm):
     assert s.kind == "prm" and s.name.endswith(":mean")
     assert _logs(s.score([tr])[0]) == pytest.approx(
         _logs(LikelihoodScorer(policy=policy, reduce="mean").score([tr])[0]), abs=1e-5)
-    with pytest.raises(PrmkitError, match="reduce must be one of min, mean, result"):
+    with pytest.raises(PrmkitError, match="reduce must be one of min, mean, result, margin"):
         LikelihoodScorer(policy=policy, reduce="max")
     with pytest.raises(PrmkitError, match="needs a local transformers policy"):
         LikelihoodScorer(policy=object())

@@ -93,6 +93,16 @@ from prmkit.eval._faithfulness import FaithfulnessProbe, faithfulness_probe, hin
 
 __all__ += ["FaithfulnessProbe", "faithfulness_probe", "hinted_problems"]
 
+from prmkit.eval._result_check import (  # noqa: E402
+    ResultCheckProbe,
+    ResultCheckResult,
+    change_result,
+    claimed_result,
+    result_check_probe,
+)
+
+__all__ += ["ResultCheckProbe", "ResultCheckResult", "change_result", "claimed_result", "result_check_probe"]
+
 from prmkit.eval._refusals import refusal_eval, refusal_eval_file  # noqa: E402
 
 __all__ += ["refusal_eval", "refusal_eval_file"]

@@ -929,6 +929,7 @@ class TransferProbe:
 PROBES = Registry("probe", {
     "collapse": "prmkit.eval._probes:CollapseProbe",
     "gaming": "prmkit.eval._probes:GamingProbe",
+    "result_check": "prmkit.eval._result_check:ResultCheckProbe",
     "length_bias": "prmkit.eval._probes:LengthBiasProbe",
     "transfer": "prmkit.eval._probes:TransferProbe",
     "faithfulness": "prmkit.eval._faithfulness:FaithfulnessProbe",

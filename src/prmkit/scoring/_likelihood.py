@@ -6,7 +6,10 @@ else the default prompt: :func:`~prmkit.labelers.rollout_messages`). The log-pro
 every token it reads is reduced over each step's tokens — ``min`` (the step's most surprising token),
 ``mean`` (per-token), or ``result`` (the most surprising token of the values the step claims: numbers
 after ``=`` or "answer is", :data:`RESULT`; a step that claims none gets None, no evidence either way)
-— and the step's score is ``exp`` of it, a number in (0, 1].
+— and the step's score is ``exp`` of it, a number in (0, 1]. ``margin`` reads the same values as
+``result`` but measures each token against the LM's own first choice at that position
+(``log p(written) - log p(most likely)``): 1.0 when the LM would have written that result itself, however
+unsure it was, so a right result the LM finds hard is not scored like a slip.
 
 Why it is here: it is the baseline a trained PRM has to beat besides outcome checking and voting. An
 arithmetic slip such as ``72 - 15 = 49`` is a token the LM did not expect after ``72 - 15 =``; on real
@@ -35,7 +38,9 @@ from prmkit.trace import Trace
 
 __all__ = ["LikelihoodScorer"]
 
-REDUCTIONS = ("min", "mean", "result")
+REDUCTIONS = ("min", "mean", "result", "margin")
+#: Reductions that read only the claimed values (:data:`RESULT`).
+_RESULT_ONLY = ("result", "margin")
 
 #: What ``reduce="result"`` reads: the value a step claims — a number after ``=`` or after "answer is"
 #: (``72 - 15 = 49``, ``The answer is 94``). Group 1 is the number.
@@ -128,21 +133,23 @@ class LikelihoodScorer:
         with torch.inference_mode():
             logits = lm(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
             nxt = ids[:, 1:]
-            lp = logits.gather(-1, nxt.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, -1)
+            written = logits.gather(-1, nxt.unsqueeze(-1)).squeeze(-1)
+            # margin: how far the written token falls behind the LM's own first choice (0 when it is it)
+            lp = written - (logits.max(-1).values if self.reduce == "margin" else torch.logsumexp(logits, -1))
         lp = lp.cpu().tolist()
         offsets = enc["offset_mapping"].tolist()
         out = []
         for r, (text, spans) in enumerate(rows):
             per_step: list[list[float]] = [[] for _ in spans]
             # the ranges each step's tokens are read from: the whole step, or its claimed values
-            ranges = [[sp] if self.reduce != "result" else _results(text, *sp) for sp in spans]
+            ranges = [[sp] if self.reduce not in _RESULT_ONLY else _results(text, *sp) for sp in spans]
             n = int(mask[r].sum())
             for i in range(1, n):  # token i is predicted at position i - 1
                 a, b = offsets[r][i]
                 if b <= a:
                     continue
                 for k, (s0, s1) in enumerate(spans):
-                    if s0 <= a < s1 or (self.reduce == "result" and a < s1 and b > s0):
+                    if s0 <= a < s1 or (self.reduce in _RESULT_ONLY and a < s1 and b > s0):
                         # a token overlapping a claimed value counts (" 49" starts at its space)
                         if any(a < c1 and b > c0 for c0, c1 in ranges[k]):
                             per_step[k].append(lp[r][i - 1])
