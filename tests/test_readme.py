@@ -17,7 +17,8 @@ fixture set; the --help examples share one copy, in the order of the command tre
 PRM in ``runs/prm`` and ``runs/demo/prm`` and a tiny ORM in ``runs/demo/orm`` (``prmkit train --config
 tiny``, standing in for the demo's), ``scored.jsonl`` (traces.jsonl scored by the PRM) and
 ``runs/demo/heldout.jsonl`` (scored by both, as the demo's is), ``logs/2026-11-26T22-05-22_task.json`` (the
-hand-written Inspect log of ``tests/fixtures/inspect``) and ``benchmarks`` (a link to the repository's). ``../shared/data`` is the public data
+hand-written Inspect log of ``tests/fixtures/inspect``), ``symbolic.jsonl`` (traces.jsonl with the
+symbolic checker's labels) and ``benchmarks`` (a link to the repository's). ``../shared/data`` is the public data
 folder where it is present (lines reading it carry the ``realdata`` marker and skip with a message where
 it is absent), with ProcessBench's two JSON files cut to their first 20 erroneous and first 20
 error-free samples: scoring them whole takes minutes.
@@ -32,6 +33,8 @@ error-free samples: scoring them whole takes minutes.
   background, and the next line runs once URL answers; the server is stopped (SIGTERM to its process
   group, then SIGKILL) when the block's lines are done. Where URL's port is already taken here, the
   block's lines skip, saying so;
+- ``<!-- readme-test: given "PATH": FILE -->``: before the block's first line, the fixture file FILE is
+  copied to PATH: an input that another block makes (blocks do not share folders);
 - ``<!-- readme-test: no-fixtures -->``: the block runs in a folder without the fixture files (its
   lines make their own);
 - ``<!-- readme-test: env NAME=VALUE -->``: its lines run with this environment variable (a relative
@@ -90,7 +93,7 @@ HELP_CONTROLS: dict[str, tuple[str, str]] = {
 
 _FENCE = re.compile(r"^```(\w*)\s*$")
 _MARKER = re.compile(r"^<!--\s*readme-test:\s*(.*?)\s*-->\s*$")
-_DIRECTIVE = re.compile(r'(skip|append|background)(?:\s+"([^"]+)")?:\s*(.+)|(no-fixtures)|env (\w+=\S*)')
+_DIRECTIVE = re.compile(r'(skip|append|background|given)(?:\s+"([^"]+)")?:\s*(.+)|(no-fixtures)|env (\w+=\S*)')
 _ASSIGN = re.compile(r"^([A-Za-z_]\w*)=(\S*)\s*(#.*)?$")
 _EXITS = re.compile(r"#\s*exits (\d+)\b")
 _EXAMPLE = re.compile(r"^\s*(?:Example|On [^:]+):\s+((?:prmkit|accelerate|python)\b.*?)\s*$")
@@ -110,6 +113,7 @@ class Case:
     exits: int = 0
     fixtures: bool = True
     env: dict[str, str] = field(default_factory=dict)  # set while it runs
+    given: dict[str, str] = field(default_factory=dict)  # PATH -> fixture file, copied in first
     earlier: list[str] = field(default_factory=list)  # the lines above it in its group
 
     @property
@@ -189,10 +193,11 @@ def _readme_cases() -> tuple[list[Case], list[str]]:
         block_skip = next((r for k, t, r in directives if k == "skip" and t is None), None)
         fixtures = not any(k == "no-fixtures" for k, _, _ in directives)
         env = dict(arg.split("=", 1) for k, _, arg in directives if k == "env")
+        given = {target: arg for k, target, arg in directives if k == "given"}
         if lang == "python":
             text = "\n".join(ln for _, ln in body)
             cases.append(Case(group, f"README.md:{no + 1}", text, "python", skip=block_skip, fixtures=fixtures,
-                              env=env))
+                              env=env, given=given))
             continue
         if lang == "console":
             body = [(k, ln[2:]) for k, ln in body if ln.startswith("$ ")]
@@ -204,7 +209,8 @@ def _readme_cases() -> tuple[list[Case], list[str]]:
                 continue
             expanded = re.sub(r"\$\{?([A-Za-z_]\w*)\}?",
                               lambda m, v=vars_: v.get(m.group(1), m.group(0)), text)
-            case = Case(group, f"README.md:{k}", expanded, skip=block_skip, fixtures=fixtures, env=env)
+            case = Case(group, f"README.md:{k}", expanded, skip=block_skip, fixtures=fixtures, env=env,
+                        given=given)
             if (e := _EXITS.search(text)):
                 case.exits = int(e.group(1))
             for kind, target, arg in directives:
@@ -217,7 +223,7 @@ def _readme_cases() -> tuple[list[Case], list[str]]:
                         case.background = arg
             block_cases.append(case)
         for kind, target, _ in directives:
-            if target is not None and not any(target in c.text for c in block_cases):
+            if kind != "given" and target is not None and not any(target in c.text for c in block_cases):
                 problems.append(f"{group}: the marker {kind} {target!r} matches no line of its block")
         for n, case in enumerate(block_cases):
             case.earlier = [c.text for c in block_cases[:n]]
@@ -338,6 +344,8 @@ def template(tmp_path_factory):
         Path("logs").mkdir()
         shutil.copy(REPO / "tests" / "fixtures" / "inspect" / "shop_ledger.json", "logs/2026-11-26T22-05-22_task.json")
         Path("benchmarks").symlink_to(REPO / "benchmarks")  # `python benchmarks/X.py` lines
+        # Arith traces with the checker's labels, for blocks that read real samples (`given` marker).
+        _prmkit("label", "--method", "symbolic", "traces.jsonl", "symbolic.jsonl")
     finally:
         os.chdir(old)
     return root
@@ -354,6 +362,9 @@ def _folder(case: Case, template: Path, tmp_path_factory) -> Path:
         if not case.fixtures:
             shutil.rmtree(root / "work")
             (root / "work").mkdir()
+        for path, fixture in case.given.items():
+            (root / "work" / path).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(template / "work" / fixture, root / "work" / path)
         _FOLDERS[case.group] = root / "work"
     return _FOLDERS[case.group]
 
