@@ -216,7 +216,7 @@ def test_the_plugin_probe_runs_and_is_reported(site, tmp_path, traces):
 def test_unknown_names_are_one_line_errors_before_any_work(tmp_path, traces):
     for args, message in [
         (["eval", "probes", str(traces), "--scorer", "scripted", "-s", "scores={}", "--probe", "nope"],
-         "error: unknown probe 'nope'; known: collapse, faithfulness, gaming, length_bias, transfer\n"),
+         "error: unknown probe 'nope'; known: collapse, faithfulness, gaming, length_bias, result_check, transfer\n"),
         (["score", str(traces), str(tmp_path / "o.jsonl"), "--scorer", "scripted", "-s", "scores={}",
           "--aggregate", "median"],
          "error: unknown aggregator 'median'; known: first_below, geo_mean, last, mean, min, prod\n"),

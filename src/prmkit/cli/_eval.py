@@ -206,7 +206,7 @@ def probes(
     allow_pickle: AllowPickleOpt = False,
     overwrite: OverwriteOpt = False,
 ) -> None:
-    """Failure-mode probes: process collapse, verifier gaming, length bias, domain transfer.
+    """Failure-mode probes: process collapse, verifier gaming, result check, length bias, domain transfer.
 
     Example: prmkit eval probes runs/demo/heldout.jsonl --model runs/demo/prm --transfer-gsm8k ../shared/data/gsm8k/test.jsonl --json probes.json
     """

@@ -193,5 +193,6 @@ class ResultCheckProbe:
         doc.para(f"{doc.count(result.get('n'))} valid steps, each scored as written and with its result "
                  f"changed: the written one scored higher in {doc.count(result.get('caught'))}, the same in "
                  f"{doc.count(result.get('ties'))}; accuracy {doc.pct(result.get('accuracy'))} "
-                 f"(0.5: blind to results), mean drop {doc.num(result.get('mean_drop'))}.")
-        return ["n", "caught", "ties", "accuracy", "mean_drop", "eligible"]
+                 f"(0.5: blind to results; passes at {doc.pct(result.get('min_accuracy'))}), mean drop "
+                 f"{doc.num(result.get('mean_drop'))}.")
+        return ["n", "caught", "ties", "accuracy", "mean_drop", "eligible", "min_accuracy"]
