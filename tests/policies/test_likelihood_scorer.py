@@ -77,25 +77,34 @@ def test_a_changed_result_changes_only_its_own_step_and_later(policy):
     assert abs(sa[1] - sb[1]) > 1e-4
 
 
-def test_result_reads_only_the_claimed_values(policy):
-    # reduce="result": the least likely token of the numbers after "=" or "answer is"; "12" claims nothing
-    tr = _trace(3, ["3 + 15 = 18, so 12.", "Nothing to check here.", "The answer is 18."])
-    got = LikelihoodScorer(policy=policy, reduce="result").score([tr])[0]
-    assert got[1] is None  # no claimed value: no evidence either way
+RESULT_TRACE = ["3 + 15 = 18, so 12.", "Nothing to check here.", "The answer is 18."]
+
+
+def _by_hand(policy, tr: Trace, reduce: str):
+    """``f(c)``: the per-token number ``reduce`` reads for the token holding body character ``c``
+    (read at the token before it), from the LM's own logits; and where the two "18"s start."""
     tok, lm = policy.tokenizer, policy.model
     prompt = policy.render(GenerationRequest(rollout_messages(tr, None, policy.prompt_shots)))
     body = "\n".join(s.text for s in tr.steps)
     enc = tok(prompt + body, add_special_tokens=False, return_offsets_mapping=True)
     ids, offsets = enc["input_ids"], enc["offset_mapping"]
     with torch.inference_mode():
-        lp = torch.log_softmax(lm(input_ids=torch.tensor([ids])).logits[0].float(), -1)
+        logits = lm(input_ids=torch.tensor([ids])).logits[0].float()
+    ref = logits.max(-1).values if reduce == "margin" else torch.logsumexp(logits, -1)
 
-    def char_lp(c: int) -> float:  # log-prob of the token holding character c, read at the one before it
+    def per_token(c: int) -> float:
         i = next(k for k, (a, b) in enumerate(offsets) if a <= c < b)
-        return lp[i - 1, ids[i]].item()
+        return (logits[i - 1, ids[i]] - ref[i - 1]).item()
 
-    first = len(prompt) + body.index("= 18") + 2
-    last = len(prompt) + body.rindex("18")
+    return per_token, len(prompt) + body.index("= 18") + 2, len(prompt) + body.rindex("18")
+
+
+def test_result_reads_only_the_claimed_values(policy):
+    # reduce="result": the least likely token of the numbers after "=" or "answer is"; "12" claims nothing
+    tr = _trace(3, RESULT_TRACE)
+    got = LikelihoodScorer(policy=policy, reduce="result").score([tr])[0]
+    assert got[1] is None  # no claimed value: no evidence either way
+    char_lp, first, last = _by_hand(policy, tr, "result")  # log-probs
     assert math.log(got[0]) == pytest.approx(min(char_lp(first), char_lp(first + 1)), abs=1e-5)
     assert math.log(got[2]) == pytest.approx(min(char_lp(last), char_lp(last + 1)), abs=1e-5)
     # a subset of the step's tokens: never below the step's own minimum, and "12" is not read
@@ -112,23 +121,10 @@ def test_result_reads_only_the_claimed_values(policy):
 def test_margin_is_the_written_results_distance_from_the_lms_first_choice(policy):
     # reduce="margin" reads the tokens "result" reads, each as log p(written) - log p(most likely):
     # 0 (a score of 1.0) where the LM would have written the token itself.
-    tr = _trace(3, ["3 + 15 = 18, so 12.", "Nothing to check here.", "The answer is 18."])
+    tr = _trace(3, RESULT_TRACE)
     got = LikelihoodScorer(policy=policy, reduce="margin").score([tr])[0]
     assert got[1] is None
-    tok, lm = policy.tokenizer, policy.model
-    prompt = policy.render(GenerationRequest(rollout_messages(tr, None, policy.prompt_shots)))
-    body = "\n".join(s.text for s in tr.steps)
-    enc = tok(prompt + body, add_special_tokens=False, return_offsets_mapping=True)
-    ids, offsets = enc["input_ids"], enc["offset_mapping"]
-    with torch.inference_mode():
-        logits = lm(input_ids=torch.tensor([ids])).logits[0].float()
-
-    def char_margin(c: int) -> float:
-        i = next(k for k, (a, b) in enumerate(offsets) if a <= c < b)
-        return (logits[i - 1, ids[i]] - logits[i - 1].max()).item()
-
-    first = len(prompt) + body.index("= 18") + 2
-    last = len(prompt) + body.rindex("18")
+    char_margin, first, last = _by_hand(policy, tr, "margin")
     assert math.log(got[0]) == pytest.approx(min(char_margin(first), char_margin(first + 1)), abs=1e-5)
     assert math.log(got[2]) == pytest.approx(min(char_margin(last), char_margin(last + 1)), abs=1e-5)
     # p(written) / p(first choice) is at least p(written): never below the result reduction's score
