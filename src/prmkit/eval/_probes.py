@@ -951,7 +951,8 @@ def run_probes(scorer: StepScorer | None, traces: Sequence[Trace], *, key: str |
                transfer_sources: Mapping[str, Sequence[Trace]] | None = None,
                in_domain: str | None = None, probes: Sequence[str] | None = None) -> dict[str, Any]:
     """The evaluation report's ``"probes"`` section: probe name -> its result dict, in the order of
-    :data:`PROBES` (``collapse``, ``gaming``, ``length_bias``, ``transfer``, then registered ones).
+    :data:`PROBES` (``collapse``, ``gaming``, ``result_check``, ``length_bias``, ``transfer``,
+    ``faithfulness``, then registered ones).
 
     ``traces`` are labelled traces. With ``score`` (default) ``scorer`` scores them first and the
     scores are stored under ``key`` (default: the scorer's kind), the trace score by ``aggregate``;
@@ -975,7 +976,7 @@ def run_probes(scorer: StepScorer | None, traces: Sequence[Trace], *, key: str |
     ...           steps=[Step("x = 1.", labels=[StepLabel(1)]), Step("The answer is 1.")])
     >>> section = run_probes(ScriptedScorer({"x = 1.": 0.5, "The answer is 1.": 0.75}), [t])
     >>> list(section), section["length_bias"]["n"]
-    (['collapse', 'gaming', 'length_bias'], 1)
+    (['collapse', 'gaming', 'result_check', 'length_bias'], 1)
     """
     if isinstance(probes, str):
         probes = [probes]
