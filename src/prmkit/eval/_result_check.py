@@ -77,24 +77,25 @@ def change_result(trace: Trace, index: int, rng: random.Random | None = None) ->
     if m is None:
         return None
     rng = rng or random.Random(0)
-    new = _perturbed_copy(trace, "change_result")
-    new.id = f"{trace.id}~change_result@{index}"
-    new.steps = new.steps[:index + 1]
+    new = _cut_copy(trace, index, "change_result")
     step = new.steps[index]
     old = m.group(1)
     step.text = step.text[:m.start(1)] + _moved(old, rng) + step.text[m.end(1):]
-    new.final_answer = None
-    new.outcome = "unknown"
     return _finish(new, "change_result", {"step": index, "was": old})
 
 
-def _cut(trace: Trace, index: int) -> Trace:
-    new = _perturbed_copy(trace, "cut")
-    new.id = f"{trace.id}~cut@{index}"
+def _cut_copy(trace: Trace, index: int, name: str) -> Trace:
+    """An unscored copy of ``trace`` cut after step ``index``, with no final answer; not yet laid out."""
+    new = _perturbed_copy(trace, name)
+    new.id = f"{trace.id}~{name}@{index}"
     new.steps = new.steps[:index + 1]
     new.final_answer = None
     new.outcome = "unknown"
-    return _finish(new, "cut", {"step": index})
+    return new
+
+
+def _cut(trace: Trace, index: int) -> Trace:
+    return _finish(_cut_copy(trace, index, "cut"), "cut", {"step": index})
 
 
 @dataclass
