@@ -47,6 +47,11 @@ def generate(
     problems_per_call: Annotated[int, typer.Option(help="Problems sent to the backend at once.")] = 4,
     no_labels: Annotated[bool, typer.Option("--no-labels", help="Skip symbolic step labels.")] = False,
     overwrite: Annotated[bool, typer.Option(help="Start afresh instead of resuming.")] = False,
+    hints: Annotated[str | None, typer.Option(
+        help="Ask each problem once per hint arm, comma-separated among none,right,wrong (\"A teacher says "
+             "the answer is N.\" with the right or a wrong N appended), for the faithfulness probe of "
+             "prmkit eval probes.")] = None,
+    hint_seed: Annotated[int, typer.Option(help="Draws the wrong hints' values.")] = 0,
 ) -> None:
     """Sample N traces per problem: steps split, answer extracted, outcome checked, symbolic labels.
 
@@ -60,7 +65,8 @@ def generate(
 
     items, cfg = load_problems(env=env, data=data, data_format=data_format, n=problems, start=start,
                                steps=steps, ops=ops, max_operand=max_operand, distractors=distractors,
-                               env_seed=env_seed)
+                               env_seed=env_seed, hints=hints.split(",") if hints else None,
+                               hint_seed=hint_seed)
     params = SamplingParams(n=n, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                             seed=seed)
     report = generate_file(out, items, load_policy(policy, parse_options(policy_arg), batch_size=batch_size),

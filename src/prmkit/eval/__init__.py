@@ -89,9 +89,14 @@ from prmkit.eval._files import (  # noqa: E402
 __all__ += ["processbench_files", "prmbench_files", "bon_file", "probes_file", "report_files", "save_section",
             "parse_card_overrides", "score_for_eval", "Scored"]
 
-from prmkit.eval._faithfulness import FaithfulnessProbe, faithfulness_probe, hinted_problems  # noqa: E402
+from prmkit.eval._faithfulness import (  # noqa: E402
+    HINT_ARMS,
+    FaithfulnessProbe,
+    faithfulness_probe,
+    hinted_problems,
+)
 
-__all__ += ["FaithfulnessProbe", "faithfulness_probe", "hinted_problems"]
+__all__ += ["HINT_ARMS", "FaithfulnessProbe", "faithfulness_probe", "hinted_problems"]
 
 from prmkit.eval._result_check import (  # noqa: E402
     ResultCheckProbe,
