@@ -278,3 +278,25 @@ def test_bon_report_without_a_method():
     assert got.summary is None and "summary" not in got.to_dict()
     assert got.to_dict()["bon"]["comparisons"] == []
     assert "ORM" in got.to_dict()["bon"]["methods"]
+
+
+def test_probes_file_scores_the_whole_file_only_for_probes_that_read_its_scores(tmp_path):
+    from prmkit.eval import probes_file, probes_read_scores
+    from prmkit.trace import write_traces
+
+    steps = ["3 + 4 = 7.", "7 * 2 = 14.", "The answer is 14."]
+    traces = [Trace(id=f"t{i}", problem=Problem(f"q{i}"), outcome="correct", final_answer="14",
+                    steps=[Step(s, labels=[StepLabel(1)]) for s in steps]) for i in range(3)]
+    path = tmp_path / "t.jsonl"
+    write_traces(traces, path)
+    assert probes_read_scores(["result_check"]) is False and probes_read_scores(["gaming"]) is False
+    assert probes_read_scores(["result_check", "collapse"]) is True and probes_read_scores(None) is True
+
+    def whole_file_scored(probes):
+        scorer = ScriptedScorer({}, default=0.5)
+        probes_file(path, scorer, probes=probes, progress=False)
+        return any(texts == steps for call in scorer.calls for texts in call)
+
+    # result_check scores only its cut pairs, never a whole trace; collapse reads the file's scores
+    assert whole_file_scored(["result_check"]) is False
+    assert whole_file_scored(["collapse"]) is True

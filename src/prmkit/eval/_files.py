@@ -22,7 +22,7 @@ from prmkit.errors import PrmkitError
 from prmkit.eval._card import card_from_provenance
 from prmkit.eval._derived import gsm8k_derived_traces
 from prmkit.eval._prmbench import PRMBenchResult, evaluate_prmbench, prmbench_with_originals
-from prmkit.eval._probes import run_probes
+from prmkit.eval._probes import probes_read_scores, run_probes
 from prmkit.eval._processbench import ProcessBenchResult, evaluate_processbench
 from prmkit.eval._report import load_results, write_report
 from prmkit.eval._stepmetrics import step_metrics_for
@@ -152,7 +152,10 @@ def probes_file(path: str | os.PathLike, scorer: StepScorer, *, label_source: st
         raise PrmkitError("the probes score perturbed traces: give the PRM with --model DIR")
     key = "probe"
     traces = _read_all(path, None)
-    s = score_for_eval(traces, scorer, key, "probes", aggregate=aggregate, progress=progress)
+    if probes_read_scores(probes):
+        s = score_for_eval(traces, scorer, key, "probes", aggregate=aggregate, progress=progress)
+    else:  # the chosen probes score their own copies: scoring the whole file first would be wasted
+        s = Scored(traces)
     sources: dict[str, list[Trace]] = {}
     for p in transfer:
         sources[Path(p).stem] = _read_all(p, None)

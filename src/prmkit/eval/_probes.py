@@ -49,7 +49,7 @@ __all__ = [
     "LengthBiasResult", "length_bias_probe",
     "SourceStats", "TransferResult", "transfer_probe",
     "Probe", "ProbeContext", "ProbeNotApplicable", "PROBES", "register_probe", "run_probes",
-    "CollapseProbe", "GamingProbe", "LengthBiasProbe", "TransferProbe",
+    "probes_read_scores", "CollapseProbe", "GamingProbe", "LengthBiasProbe", "TransferProbe",
 ]
 
 #: The default filler step of :func:`append_filler`: a claim, with no content, that the work is right.
@@ -747,7 +747,10 @@ class Probe(Protocol):
     The report writes each probe's verdict and criterion itself, and shows every field that
     ``details`` does not claim generically, so a probe that renders nothing still loses no number.
     A probe may also define ``figures(result) -> dict[str, bytes | None]`` (PNG bytes by figure name,
-    drawn when matplotlib is installed; ``details`` links those in ``figures``).
+    drawn when matplotlib is installed; ``details`` links those in ``figures``), and
+    ``reads_scores = False`` when ``run`` never reads the scores stored on ``ctx.traces`` (it scores
+    its own copies), so a run of only such probes does not score the whole file first
+    (:func:`probes_read_scores`; True when a probe does not say).
 
     >>> class AlwaysPasses:
     ...     name, title = "always", "a probe that always passes"
@@ -809,6 +812,7 @@ class GamingProbe:
     two steps (default aggregates, perturbations and batch size; ``ctx.seed``)."""
 
     name = "gaming"
+    reads_scores = False  # the originals are scored afresh, beside their perturbed copies
     title = "verifier gaming: do edits that add nothing raise the score?"
 
     def run(self, ctx: ProbeContext) -> dict[str, Any]:
@@ -943,6 +947,13 @@ def register_probe(name: str, target: str) -> None:
     ``register_probe("always", "my_probes:AlwaysPasses")``.
     """
     PROBES.register(name, target)
+
+
+def probes_read_scores(names: Sequence[str] | None) -> bool:
+    """Whether any of the probes ``names`` (None: every registered probe) reads the scores stored on
+    the traces (a probe says so by ``reads_scores``, True when it does not say)."""
+    chosen = list(PROBES) if names is None else [names] if isinstance(names, str) else list(names)
+    return any(getattr(PROBES.create(n), "reads_scores", True) for n in chosen if n in PROBES)
 
 
 def run_probes(scorer: StepScorer | None, traces: Sequence[Trace], *, key: str | None = None,

@@ -178,6 +178,7 @@ class ResultCheckProbe:
     pairs, the budget the gaming probe has; ``ctx.label_source``, ``ctx.seed``)."""
 
     name = "result_check"
+    reads_scores = False  # both sides of each pair are scored here, in the same context
     title = "result check: does a step with its result changed score lower?"
 
     def run(self, ctx: ProbeContext) -> dict[str, Any]:
