@@ -7,7 +7,9 @@ one problem apart, which is what best-of-N needs. This probe asks the question d
 that its labels call valid and that writes a result (the last number after an ``=``), it scores the
 trace cut after that step twice: as written, and with the result moved by 1, 2, 3 or 10 (up or down,
 never below zero). Everything before the result is the same, so a PRM that checks the result scores
-the changed step lower; one that reads only the kind of step scores both alike.
+the changed step lower; one that reads only the kind of step scores both alike. Answer lines
+("The answer is 9") are not eligible, although the likelihood scorer's ``RESULT`` reads them: moving
+the final answer changes the outcome, so a pair would test outcome checking, not step checking.
 
 ``accuracy`` is the fraction of pairs in which the step as written scores higher (a tie counts a
 half): 0.5 is a PRM blind to results. The probe fails below ``min_accuracy`` (0.9) and cannot measure
