@@ -16,8 +16,10 @@
    the largest N; the differences PRM − majority, PRM − ORM, PRM-weighted − majority; step AUROC and
    F1 against the symbolic labels; the process-collapse probe (AUROC within right-answer traces) and
    the gaming probe (share of min scores the perturbations raise); the result-check probe (does a valid
-   step outscore the same step with its result changed; :mod:`prmkit.eval`). Then the goals of issue 14 (met or
-   not), the command line, and last the PRM − majority gap.
+   step outscore the same step with its result changed; :mod:`prmkit.eval`). With ``--calculator``
+   also the PRM with a calculator check of written arithmetic and the calculator alone
+   (:class:`prmkit.scoring.CalculatorScorer`). Then the goals of issue 14 (met or not), the command
+   line, and last the PRM − majority gap.
 
 ``--json FILE`` also writes the report sections (``bon``, ``summary``, ``step_metrics``, ``probes``), so
 ``prmkit report FILE`` renders them.
@@ -105,6 +107,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--combine", action="store_true",
                     help="with --likelihood: also rank by the product of the PRM's and the likelihood's step "
                          "scores (both must hold; a step the likelihood does not score keeps the PRM's)")
+    ap.add_argument("--calculator", action="store_true",
+                    help="also rank by the PRM with a calculator check (prmkit.scoring.CalculatorScorer: a "
+                         "step whose written arithmetic is wrong scores 0) and by the calculator alone")
+    ap.add_argument("--scored", action="store_true",
+                    help="the --heldout traces already carry the scores (a --save file): keep those "
+                         "instead of scoring again (the PRM still loads for the probes)")
     ap.add_argument("--save", default=None, help="also write the scored held-out traces here (JSONL)")
     ap.add_argument("--json", default=None, help="also write the report sections here")
     args = ap.parse_args(argv)
@@ -127,17 +135,30 @@ def main(argv: list[str] | None = None) -> int:
     traces = list(read_traces(heldout))
     print(f"held-out: {len(traces)} traces of {len({t.problem.id for t in traces})} problems ({heldout})")
 
+    def carry(key: str) -> bool:  # --scored: every trace has this key's scores already
+        return args.scored and all(any(key in st.scores for st in t.steps) for t in traces)
+
     prm = load_scorer("model", args.prm, {"cache": False, "precision": args.precision}, batch_size=args.batch_size)
-    score_traces(prm, traces, "prm", aggregate="min")
-    if args.orm:
+    if not carry("prm"):
+        score_traces(prm, traces, "prm", aggregate="min")
+    if args.orm and not carry("orm"):
         orm = load_scorer("model", args.orm, {"cache": False, "precision": args.precision}, batch_size=args.batch_size)
         score_traces(orm, traces, "orm")
+    if args.calculator:
+        from prmkit.scoring import CalculatorScorer
+
+        checked = CalculatorScorer(_Product(("prm",)))
+        score_traces(checked, traces, "prm+calculator", aggregate="min")
+        score_traces(CalculatorScorer(), traces, "calculator", aggregate="min")
+        print(f"calculator: {checked.stats['flagged']} of {checked.stats['steps']} steps flagged "
+              f"({checked.stats['with_equations']} with equations it reads)")
 
     if args.likelihood:
         from prmkit.scoring import LikelihoodScorer
 
-        score_traces(LikelihoodScorer(batch_size=args.batch_size, reduce=args.likelihood_reduce), traces,
-                     "likelihood", aggregate="min")
+        if not carry("likelihood"):
+            score_traces(LikelihoodScorer(batch_size=args.batch_size, reduce=args.likelihood_reduce), traces,
+                         "likelihood", aggregate="min")
         if args.combine:
             score_traces(_Product(("prm", "likelihood")), traces, "combined", aggregate="min")
     if args.save:
@@ -190,6 +211,27 @@ def main(argv: list[str] | None = None) -> int:
             cm = step_metrics_for(traces, key="combined", label_source="symbolic").to_dict()
             print(f"  PRM×likelihood step AUROC vs symbolic labels: {cm['auroc']:.3f}; within-problem AUROC "
                   f"{_within(traces, 'combined'):.3f}")
+    calc_gap = None
+    if args.calculator:
+        from prmkit.eval import BonMethod, bon_curves, default_methods
+
+        cm_ = [BonMethod("PRM+calculator (min)", "bon", "prm+calculator", "min"),
+               BonMethod("PRM+calculator weighted (min)", "weighted", "prm+calculator", "min"),
+               BonMethod("calculator alone", "bon", "calculator", "min")]
+        cpairs = [("PRM+calculator (min)", "majority"), ("PRM+calculator (min)", "PRM (min)"),
+                  ("PRM+calculator weighted (min)", "majority"), ("calculator alone", "majority"),
+                  ("PRM+calculator (min)", "calculator alone")]
+        cc = bon_curves(traces, default_methods(traces) + cm_, bootstrap=args.bootstrap, seed=args.seed,
+                        comparisons=cpairs)
+        for m in cm_:
+            print(f"  {m.name:22s} {_pct(cc.acc[m.name][j])} [{_pct(cc.lo[m.name][j])}, {_pct(cc.hi[m.name][j])}]"
+                  "  (a step whose written arithmetic is wrong scores 0)")
+        for a, b in cpairs:
+            print(f"  {a} − {b}: {_pts(cc.compare(a, b, n))}")
+        calc_gap = cc.compare("PRM+calculator (min)", "majority", n)
+        ck = step_metrics_for(traces, key="prm+calculator", label_source="symbolic").to_dict()
+        print(f"  PRM+calculator step AUROC vs symbolic labels: {ck['auroc']:.3f}; within-problem AUROC "
+              f"{_within(traces, 'prm+calculator'):.3f}")
     sm = step_metrics_for(traces, key="prm", label_source="symbolic").to_dict()
     print(f"\nstep metrics vs symbolic labels: AUROC {sm['auroc']:.3f}  F1(error) {sm['f1_error']:.3f}  "
           f"on {sm['n']} labelled steps")
@@ -220,6 +262,9 @@ def main(argv: list[str] | None = None) -> int:
         ("collapse probe passes", not col.get("failed")),
         ("gaming probe passes", not gam.get("failed")),
     ]
+    if calc_gap is not None:
+        goals.insert(1, ("PRM+calculator − majority ≥ +5 points, interval excluding 0 (the PRM with a tool)",
+                         calc_gap["diff"] >= 0.05 and calc_gap["lo"] > 0))
     print("\ngoals (issue 14):")
     for text, ok in goals:
         print(f"  [{'met' if ok else 'NOT met'}] {text}")

@@ -14,7 +14,9 @@
 - Verifiers by name (:data:`SCORERS`, :func:`get_scorer`): ``model`` (a checkpoint folder) and
   ``scripted`` (:class:`ScriptedScorer`, a deterministic mock for tests and examples) and
   ``likelihood`` (:class:`LikelihoodScorer`, training-free: a causal LM's surprise at each step's
-  tokens, the baseline a trained PRM must beat).
+  tokens, the baseline a trained PRM must beat) and ``calculator`` (:class:`CalculatorScorer`: a
+  calculator flags the steps whose written arithmetic is wrong, alone or around a PRM;
+  :func:`check_arithmetic` reads the equations).
 """
 
 from prmkit.scoring._aggregate import (
@@ -31,6 +33,7 @@ from prmkit.scoring._aggregate import (
     register_aggregator,
     trace_score,
 )
+from prmkit.scoring._calculator import CalculatorScorer, Equation, check_arithmetic
 from prmkit.scoring._likelihood import LikelihoodScorer
 from prmkit.scoring._prefix import PrefixCachingScorer, ScoringStats
 from prmkit.scoring._protocol import StepScorer
@@ -49,7 +52,7 @@ __all__ = [
     "StepScorer", "PrefixCachingScorer", "ScoringStats", "score_traces", "score_traces_or_skip", "score_each",
     "score_file", "ScoreReport", "trace_score", "add_trace_scores",
     "SCORERS", "get_scorer", "load_scorer", "register_scorer", "model_scorer", "ScriptedScorer",
-    "LikelihoodScorer",
+    "LikelihoodScorer", "CalculatorScorer", "Equation", "check_arithmetic",
     "AGGREGATORS", "Aggregator", "get_aggregator", "register_aggregator", "check_finite",
     "agg_min", "agg_last", "agg_prod", "agg_mean", "agg_geo_mean", "agg_first_below",
 ]

@@ -9,7 +9,10 @@
 - ``remote``: a model served by ``prmkit serve`` (``url=``; :class:`~prmkit.serve.RemoteScorer`), also
   what ``model`` makes of a ``path`` that is a URL (``--model http://host:port``);
 - ``vllm``: a PRM served by vLLM's ``/pooling`` (``url=``, ``model=``, ``convention=``;
-  :class:`~prmkit.serve.VLLMScorer`).
+  :class:`~prmkit.serve.VLLMScorer`);
+- ``calculator``: :class:`~prmkit.scoring.CalculatorScorer`, a calculator that flags steps whose
+  written arithmetic is wrong; alone (``--scorer calculator``), or around a PRM, which ``model`` makes
+  with ``check="calculator"`` (``--model DIR -s check=calculator``).
 
 >>> get_scorer("scripted", scores={"a": 0.5}).kind
 'prm'
@@ -30,9 +33,18 @@ __all__ = ["SCORERS", "get_scorer", "register_scorer", "model_scorer", "load_sco
 
 
 def model_scorer(path: str, *, cache: bool = True, batch_size: int = 8, max_cached_tokens: int = 16384,
-                 **model_args: Any) -> StepScorer:
+                 check: str | None = None, **model_args: Any) -> StepScorer:
     """A checkpoint as a scorer (see the module docs); a URL (``http://host:port``) is a model served
-    by ``prmkit serve`` (:class:`~prmkit.serve.RemoteScorer`, built from the other arguments)."""
+    by ``prmkit serve`` (:class:`~prmkit.serve.RemoteScorer`, built from the other arguments).
+    ``check="calculator"``: its step scores with the steps whose written arithmetic is wrong set to 0
+    (:class:`~prmkit.scoring.CalculatorScorer`)."""
+    if check is not None:
+        if check != "calculator":
+            raise PrmkitError(f"unknown check {check!r}; known: calculator")
+        from prmkit.scoring._calculator import CalculatorScorer
+
+        return CalculatorScorer(model_scorer(path, cache=cache, batch_size=batch_size,
+                                             max_cached_tokens=max_cached_tokens, **model_args))
     if _is_url(path):
         return get_scorer("remote", url=str(path), **model_args)
     from prmkit.models import RewardModel
@@ -59,6 +71,7 @@ SCORERS = Registry("scorer", {
     "likelihood": "prmkit.scoring._likelihood:LikelihoodScorer",
     "remote": "prmkit.serve._remote:RemoteScorer",
     "vllm": "prmkit.serve._vllm:VLLMScorer",
+    "calculator": "prmkit.scoring._calculator:calculator_scorer",
 }, group="prmkit.scorers")
 
 
@@ -86,7 +99,8 @@ def load_scorer(name: str = "model", path: str | os.PathLike | None = None,
         from prmkit.models import SHIPPED_MODELS
 
         if _is_url(path):  # a model served by `prmkit serve`
-            return get_scorer("remote", url=str(path), **kwargs)
+            return get_scorer("model", path=str(path), **kwargs) if "check" in kwargs \
+                else get_scorer("remote", url=str(path), **kwargs)
         if not Path(path).exists() and str(path) not in SHIPPED_MODELS:
             raise PrmkitError(f"{path}: no such folder (shipped models: {', '.join(SHIPPED_MODELS)})")
         kwargs.setdefault("batch_size", batch_size)
