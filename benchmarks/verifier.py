@@ -150,8 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         checked = CalculatorScorer(_Product(("prm",)))
         score_traces(checked, traces, "prm+calculator", aggregate="min")
         score_traces(CalculatorScorer(), traces, "calculator", aggregate="min")
-        print(f"calculator: {checked.stats['flagged']} of {checked.stats['steps']} steps flagged "
-              f"({checked.stats['with_equations']} with equations it reads)")
+        print(f"calculator: {checked.checks['flagged']} of {checked.checks['steps']} steps flagged "
+              f"({checked.checks['with_equations']} with equations it reads)")
 
     if args.likelihood:
         from prmkit.scoring import LikelihoodScorer

@@ -74,7 +74,7 @@ def test_the_calculator_alone():
     calc = CalculatorScorer()
     assert (calc.kind, calc.name) == ("prm", "calculator")
     assert calc.score(TRACES) == [[1.0, 0.0, 1.0], [1.0, 1.0, 1.0], [1.0, 1.0]]
-    assert calc.stats == {"steps": 8, "with_equations": 4, "flagged": 1}
+    assert calc.checks == {"steps": 8, "with_equations": 4, "flagged": 1}
     assert CalculatorScorer(flagged=0.25).score(TRACES[:1]) == [[1.0, 0.25, 1.0]]
 
 
@@ -129,4 +129,29 @@ def test_a_checkpoint_with_the_calculator_check(make_rm, mixed_traces, tmp_path)
     for t, row, want in zip(mixed_traces, got, plain, strict=True):
         for step, a, b in zip(t.steps, row, want, strict=True):
             assert a == (0.0 if step.text in slips else b)
-    assert checked.stats["flagged"] == 4  # two slip steps, in each of the two problems
+    assert checked.checks["flagged"] == 4  # two slip steps, in each of the two problems
+
+
+def test_the_prefix_caches_token_counts_stay_visible_through_the_check(make_rm, mixed_traces):
+    from prmkit.scoring import PrefixCachingScorer
+
+    inner = PrefixCachingScorer(make_rm("prmkit"))
+    checked = CalculatorScorer(inner)
+    checked.score(mixed_traces)
+    assert checked.stats is inner.stats and checked.stats.to_dict()["tokens_computed"] > 0
+    assert CalculatorScorer().stats is None
+
+
+def test_served_with_the_check(tmp_path):
+    from starlette.testclient import TestClient
+
+    from prmkit.serve import ServeConfig, create_app
+
+    base = ScriptedScorer({"3 + 5 = 9.": 0.9, "The answer is 9.": 0.8}, default=0.5)
+    app = create_app(CalculatorScorer(base), ServeConfig(aggregate="min"))
+    with TestClient(app) as client:
+        reply = client.post("/get_reward", json={"query": ["Q: 3 + 5?\nA: 3 + 5 = 9.\nThe answer is 9.<|im_end|>"],
+                                                 "prompts": ["Q: 3 + 5?\nA:"]}).json()
+        metrics = client.get("/metrics").text
+    assert reply["rewards"] == [0.0] and reply["step_scores"] == [[0.0, 0.8]]
+    assert "prmkit_scorer_calls_total 1" in metrics

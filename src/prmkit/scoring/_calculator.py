@@ -179,7 +179,8 @@ def check_arithmetic(text: str) -> list[Equation]:
 class CalculatorScorer:
     """Step scores from a calculator (see the module docs): alone, 1.0 per step or ``flagged`` where a
     written equation is wrong; around ``base`` (a PRM), the base's scores with the flagged steps set to
-    ``flagged``. ``stats`` counts steps read and flagged.
+    ``flagged``. ``checks`` counts steps read and flagged; ``stats`` is the base's (the prefix cache's
+    token counts, which ``prmkit serve``'s ``/metrics`` reads), None alone.
 
     >>> from prmkit.trace import Problem, Step
     >>> t = Trace(id="t", problem=Problem("q"), steps=[Step("2 + 3 = 5."), Step("5 * 4 = 21."), Step("Done.")])
@@ -197,16 +198,20 @@ class CalculatorScorer:
         self.base = base
         self.flagged = float(flagged)
         self.name = "calculator" if base is None else f"{base.name}+calculator"
-        self.stats = {"steps": 0, "with_equations": 0, "flagged": 0}
+        self.checks = {"steps": 0, "with_equations": 0, "flagged": 0}
+
+    @property
+    def stats(self) -> object:
+        return getattr(self.base, "stats", None)
 
     def _wrong(self, trace: Trace) -> list[bool]:
         wrong = []
         for step in trace.steps:
             eqs = check_arithmetic(step.text)
             wrong.append(any(not e.ok for e in eqs))
-            self.stats["steps"] += 1
-            self.stats["with_equations"] += bool(eqs)
-            self.stats["flagged"] += wrong[-1]
+            self.checks["steps"] += 1
+            self.checks["with_equations"] += bool(eqs)
+            self.checks["flagged"] += wrong[-1]
         return wrong
 
     def score(self, traces: Sequence[Trace]) -> list[list[float | None]]:
