@@ -155,3 +155,19 @@ def test_served_with_the_check(tmp_path):
         metrics = client.get("/metrics").text
     assert reply["rewards"] == [0.0] and reply["step_scores"] == [[0.0, 0.8]]
     assert "prmkit_scorer_calls_total 1" in metrics
+
+
+def test_a_trace_the_prm_refuses_is_reported_and_the_others_checked():
+    from prmkit.scoring import score_each
+
+    def base(trace):
+        if trace.id == "b":
+            raise PrmkitError("trace 'b' is too long")
+        return [0.5] * len(trace.steps)
+
+    class Refusing(ScriptedScorer):
+        def score(self, traces):
+            return [base(t) for t in traces]
+
+    got = score_each(CalculatorScorer(Refusing({})), TRACES)
+    assert got == [([0.5, 0.0, 0.5], None), (None, "trace 'b' is too long"), ([0.5, 0.5], None)]

@@ -214,12 +214,25 @@ class CalculatorScorer:
             self.checks["flagged"] += wrong[-1]
         return wrong
 
+    def _checked(self, row: Sequence[float | None], trace: Trace) -> list[float | None]:
+        return [self.flagged if w else s for s, w in zip(row, self._wrong(trace), strict=True)]
+
     def score(self, traces: Sequence[Trace]) -> list[list[float | None]]:
         """Per trace: one score per step."""
         traces = list(traces)
         base = self.base.score(traces) if self.base is not None else [[1.0] * len(t.steps) for t in traces]
-        return [[self.flagged if w else s for s, w in zip(row, self._wrong(t), strict=True)]
-                for row, t in zip(base, traces, strict=True)]
+        return [self._checked(row, t) for row, t in zip(base, traces, strict=True)]
+
+    def score_each(self, traces: Sequence[Trace]) -> list[tuple[list[float | None] | None, str | None]]:
+        """Per trace ``(scores, None)``, or ``(None, reason)`` where the base refuses it (see
+        :func:`~prmkit.scoring.score_each`; the base's refusals come in one call)."""
+        from prmkit.scoring._traces import score_each
+
+        traces = list(traces)
+        base = score_each(self.base, traces) if self.base is not None else [([1.0] * len(t.steps), None)
+                                                                            for t in traces]
+        return [(None, why) if row is None else (self._checked(row, t), None)
+                for (row, why), t in zip(base, traces, strict=True)]
 
 
 def calculator_scorer(path: str | None = None, *, flagged: float = 0.0, **model_args: object) -> CalculatorScorer:
