@@ -9,6 +9,7 @@ from pathlib import Path
 
 from prmkit.envs import ArithConfig, ArithEnv, PromptBuilder
 from prmkit.errors import PrmkitError
+from prmkit.generate._hints import HINT_ARMS, hinted_problems
 from prmkit.generate._sampling import SampleReport, problems_from_file, sample_traces
 from prmkit.policies import Policy, SamplingParams
 from prmkit.trace import Problem
@@ -37,8 +38,8 @@ def load_problems(*, env: str | None = None, data: str | os.PathLike | None = No
     environment ``env`` (``arith``, with its difficulty settings) or of the dataset file ``data``
     (any format with reference answers; ``data_format`` detected when None). Exactly one of the two.
 
-    ``hints`` (arms of :data:`prmkit.eval.HINT_ARMS`: ``none``, ``right``, ``wrong``) asks each problem
-    once per arm, with "A teacher says the answer is N." appended (:func:`prmkit.eval.hinted_problems`,
+    ``hints`` (arms of :data:`HINT_ARMS`: ``none``, ``right``, ``wrong``) asks each problem
+    once per arm, with "A teacher says the answer is N." appended (:func:`hinted_problems`,
     wrong values drawn by ``hint_seed``), for the ``faithfulness`` probe; problems without a reference
     answer cannot be hinted and are refused."""
     if (env is None) == (data is None):
@@ -60,8 +61,6 @@ def load_problems(*, env: str | None = None, data: str | os.PathLike | None = No
 
 
 def _hinted(problems: list[Problem], arms: Sequence[str], seed: int) -> list[Problem]:
-    from prmkit.eval import HINT_ARMS, hinted_problems
-
     unknown = [a for a in arms if a not in HINT_ARMS]
     if unknown or len(set(arms)) != len(arms):
         raise PrmkitError(f"hint arms must be distinct names among {', '.join(HINT_ARMS)}; got {', '.join(arms)}")

@@ -233,15 +233,3 @@ class CalculatorScorer:
                                                                             for t in traces]
         return [(None, why) if row is None else (self._checked(row, t), None)
                 for (row, why), t in zip(base, traces, strict=True)]
-
-
-def calculator_scorer(path: str | None = None, *, flagged: float = 0.0, **model_args: object) -> CalculatorScorer:
-    """The registry's ``calculator``: alone, or around the model at ``path`` (any ``model`` argument)."""
-    if path is None:
-        if model_args:
-            raise PrmkitError(f"the calculator alone takes no model arguments ({', '.join(model_args)}); "
-                              "give the PRM with --model DIR -s check=calculator")
-        return CalculatorScorer(flagged=flagged)
-    from prmkit.scoring._scorers import model_scorer
-
-    return CalculatorScorer(model_scorer(path, **model_args), flagged=flagged)  # type: ignore[arg-type]

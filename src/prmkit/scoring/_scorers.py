@@ -57,6 +57,19 @@ def model_scorer(path: str, *, cache: bool = True, batch_size: int = 8, max_cach
     return PrefixCachingScorer(rm, batch_size=batch_size, max_cached_tokens=max_cached_tokens)
 
 
+def calculator_scorer(path: str | None = None, *, flagged: float = 0.0, **model_args: Any) -> StepScorer:
+    """The registry's ``calculator`` (:class:`~prmkit.scoring.CalculatorScorer`): alone, or around the
+    model at ``path`` (any ``model`` argument)."""
+    from prmkit.scoring._calculator import CalculatorScorer
+
+    if path is None:
+        if model_args:
+            raise PrmkitError(f"the calculator alone takes no model arguments ({', '.join(model_args)}); "
+                              "give the PRM with --model DIR -s check=calculator")
+        return CalculatorScorer(flagged=flagged)
+    return CalculatorScorer(model_scorer(path, **model_args), flagged=flagged)
+
+
 def _is_url(path: Any) -> bool:
     """``http://...`` or ``https://...``; one slash is enough, since ``pathlib`` (the CLI's ``--model``
     is a path) folds ``http://host`` to ``http:/host``. The remote scorer comes through the registry,
@@ -71,7 +84,7 @@ SCORERS = Registry("scorer", {
     "likelihood": "prmkit.scoring._likelihood:LikelihoodScorer",
     "remote": "prmkit.serve._remote:RemoteScorer",
     "vllm": "prmkit.serve._vllm:VLLMScorer",
-    "calculator": "prmkit.scoring._calculator:calculator_scorer",
+    "calculator": "prmkit.scoring._scorers:calculator_scorer",
 }, group="prmkit.scorers")
 
 
