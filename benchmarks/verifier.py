@@ -72,6 +72,31 @@ class _Product:
         return out
 
 
+def _rivals(traces, methods, pairs, args, n: int, notes: dict[str, str]):
+    """Best-of-N of the usual methods plus ``methods`` (one line each, with ``notes[key]``) and the
+    paired differences ``pairs`` at ``n``; returns the curves."""
+    from prmkit.eval import bon_curves, default_methods
+
+    curves = bon_curves(traces, default_methods(traces) + list(methods), bootstrap=args.bootstrap,
+                        seed=args.seed, comparisons=pairs)
+    j = curves.ns.index(n)
+    for m in methods:
+        print(f"  {m.name:22s} {_pct(curves.acc[m.name][j])} [{_pct(curves.lo[m.name][j])}, "
+              f"{_pct(curves.hi[m.name][j])}]{notes[m.key]}")
+    for a, b in pairs:
+        print(f"  {a} − {b}: {_pts(curves.compare(a, b, n))}")
+    return curves
+
+
+def _rankings(traces, key: str, label: str) -> None:
+    """Step AUROC against the symbolic labels and within-problem AUROC of the scores under ``key``."""
+    from prmkit.eval import step_metrics_for
+
+    m = step_metrics_for(traces, key=key, label_source="symbolic").to_dict()
+    print(f"  {label} step AUROC vs symbolic labels: {m['auroc']:.3f}; within-problem AUROC "
+          f"{_within(traces, key):.3f}")
+
+
 def _verdict(result: dict) -> str:
     return "cannot measure" if result.get("failed") is None else "FAILED" if result["failed"] else "passed"
 
@@ -182,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
             gaps[(a, b)] = curves.compare(a, b, n)
             print(f"  {a} − {b}: {_pts(gaps[(a, b)])}")
     if args.likelihood:
-        from prmkit.eval import BonMethod, bon_curves, default_methods
+        from prmkit.eval import BonMethod
 
         lik = [BonMethod("likelihood (min)", "bon", "likelihood", "min"),
                BonMethod("likelihood weighted (min)", "weighted", "likelihood", "min")]
@@ -194,44 +219,27 @@ def main(argv: list[str] | None = None) -> int:
                       ("PRM×likelihood weighted (min)", "majority")]
         if "PRM (min)" in names:
             pairs.insert(0, ("PRM (min)", "likelihood (min)"))
-        lc = bon_curves(traces, default_methods(traces) + lik, bootstrap=args.bootstrap, seed=args.seed,
-                        comparisons=pairs)
-        for m in lik:
-            print(f"  {m.name:22s} {_pct(lc.acc[m.name][j])} [{_pct(lc.lo[m.name][j])}, "
-                  f"{_pct(lc.hi[m.name][j])}]  ("
-                  + ("the PRM's step scores times the likelihood's" if m.key == "combined" else
-                     "training-free: the default policy's token log-probs")
-                  + f", reduce={args.likelihood_reduce})")
-        for a, b in pairs:
-            print(f"  {a} − {b}: {_pts(lc.compare(a, b, n))}")
-        lm = step_metrics_for(traces, key="likelihood", label_source="symbolic").to_dict()
-        print(f"  likelihood step AUROC vs symbolic labels: {lm['auroc']:.3f}; within-problem AUROC "
-              f"{_within(traces, 'likelihood'):.3f}")
+        reduce = f", reduce={args.likelihood_reduce})"
+        _rivals(traces, lik, pairs, args, n, {
+            "likelihood": "  (training-free: the default policy's token log-probs" + reduce,
+            "combined": "  (the PRM's step scores times the likelihood's" + reduce})
+        _rankings(traces, "likelihood", "likelihood")
         if args.combine:
-            cm = step_metrics_for(traces, key="combined", label_source="symbolic").to_dict()
-            print(f"  PRM×likelihood step AUROC vs symbolic labels: {cm['auroc']:.3f}; within-problem AUROC "
-                  f"{_within(traces, 'combined'):.3f}")
+            _rankings(traces, "combined", "PRM×likelihood")
     calc_gap = None
     if args.calculator:
-        from prmkit.eval import BonMethod, bon_curves, default_methods
+        from prmkit.eval import BonMethod
 
-        cm_ = [BonMethod("PRM+calculator (min)", "bon", "prm+calculator", "min"),
-               BonMethod("PRM+calculator weighted (min)", "weighted", "prm+calculator", "min"),
-               BonMethod("calculator alone", "bon", "calculator", "min")]
-        cpairs = [("PRM+calculator (min)", "majority"), ("PRM+calculator (min)", "PRM (min)"),
-                  ("PRM+calculator weighted (min)", "majority"), ("calculator alone", "majority"),
-                  ("PRM+calculator (min)", "calculator alone")]
-        cc = bon_curves(traces, default_methods(traces) + cm_, bootstrap=args.bootstrap, seed=args.seed,
-                        comparisons=cpairs)
-        for m in cm_:
-            print(f"  {m.name:22s} {_pct(cc.acc[m.name][j])} [{_pct(cc.lo[m.name][j])}, {_pct(cc.hi[m.name][j])}]"
-                  "  (a step whose written arithmetic is wrong scores 0)")
-        for a, b in cpairs:
-            print(f"  {a} − {b}: {_pts(cc.compare(a, b, n))}")
+        calc = [BonMethod("PRM+calculator (min)", "bon", "prm+calculator", "min"),
+                BonMethod("PRM+calculator weighted (min)", "weighted", "prm+calculator", "min"),
+                BonMethod("calculator alone", "bon", "calculator", "min")]
+        pairs = [("PRM+calculator (min)", "majority"), ("PRM+calculator (min)", "PRM (min)"),
+                 ("PRM+calculator weighted (min)", "majority"), ("calculator alone", "majority"),
+                 ("PRM+calculator (min)", "calculator alone")]
+        note = "  (a step whose written arithmetic is wrong scores 0)"
+        cc = _rivals(traces, calc, pairs, args, n, {"prm+calculator": note, "calculator": note})
         calc_gap = cc.compare("PRM+calculator (min)", "majority", n)
-        ck = step_metrics_for(traces, key="prm+calculator", label_source="symbolic").to_dict()
-        print(f"  PRM+calculator step AUROC vs symbolic labels: {ck['auroc']:.3f}; within-problem AUROC "
-              f"{_within(traces, 'prm+calculator'):.3f}")
+        _rankings(traces, "prm+calculator", "PRM+calculator")
     sm = step_metrics_for(traces, key="prm", label_source="symbolic").to_dict()
     print(f"\nstep metrics vs symbolic labels: AUROC {sm['auroc']:.3f}  F1(error) {sm['f1_error']:.3f}  "
           f"on {sm['n']} labelled steps")
