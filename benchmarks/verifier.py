@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import shlex
 import sys
 import time
@@ -49,27 +48,6 @@ def _within(traces, key: str) -> float:
 
     value = within_problem_auroc(traces, key)[0]
     return float("nan") if value is None else value
-
-
-class _Product:
-    """A step scorer over scores already stored on the traces: the product of ``keys``' step scores (a
-    step one of them left unscored keeps the others'; none scored: None)."""
-
-    kind = "prm"
-
-    def __init__(self, keys: tuple[str, ...]) -> None:
-        self.keys = keys
-        self.name = "×".join(keys)
-
-    def score(self, traces):
-        out = []
-        for t in traces:
-            row = []
-            for step in t.steps:
-                vals = [step.scores[k] for k in self.keys if step.scores.get(k) is not None]
-                row.append(math.prod(vals) if vals else None)
-            out.append(row)
-        return out
 
 
 def _rivals(traces, methods, pairs, args, n: int, notes: dict[str, str]):
@@ -145,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     from prmkit.eval import bon_report, run_probes, step_metrics_for, within_problem_auroc
     from prmkit.generate import generate_file, load_problems
     from prmkit.policies import SamplingParams, load_policy
-    from prmkit.scoring import load_scorer, score_traces
+    from prmkit.scoring import StoredScorer, load_scorer, score_traces
     from prmkit.trace import read_traces
 
     t0 = time.perf_counter()
@@ -172,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.calculator:
         from prmkit.scoring import CalculatorScorer
 
-        checked = CalculatorScorer(_Product(("prm",)))
+        checked = CalculatorScorer(StoredScorer("prm", missing="none"))
         score_traces(checked, traces, "prm+calculator", aggregate="min")
         score_traces(CalculatorScorer(), traces, "calculator", aggregate="min")
         print(f"calculator: {checked.checks['flagged']} of {checked.checks['steps']} steps flagged "
@@ -185,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
             score_traces(LikelihoodScorer(batch_size=args.batch_size, reduce=args.likelihood_reduce), traces,
                          "likelihood", aggregate="min")
         if args.combine:
-            score_traces(_Product(("prm", "likelihood")), traces, "combined", aggregate="min")
+            score_traces(StoredScorer("prm", "likelihood", missing="none"), traces, "combined", aggregate="min")
     if args.save:
         from prmkit.trace import write_traces
 

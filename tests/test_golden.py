@@ -8,8 +8,10 @@ redesign of issue 13 (``tests/golden/``):
 - ``prmkit score`` of the demo's held-out samples with its trained PRM;
 - one labeler run (``label_file`` with Monte Carlo labels, k = 2, from the scripted policy).
 
-Times, dates and the run folder are masked; floats compare to 1e-6 (absolute) so that only a change
-of behaviour fails, not the last bit of a float. ``PRMKIT_UPDATE_GOLDEN=1`` rewrites the files
+Times, dates and the run folder are masked; floats compare to 1e-3 (absolute) so that only a change
+of behaviour fails, not rounding: the same code on CPUs with other vector units (an AMD EPYC with
+AVX-512 against the machine that recorded the files) trains and scores the tiny models with other
+summation orders, which moved scores by up to 2e-5 and the collapse probe's AUROC gap by 3e-4. ``PRMKIT_UPDATE_GOLDEN=1`` rewrites the files
 (do that only for an intended change of behaviour, and say so in the commit).
 """
 
@@ -48,10 +50,10 @@ def _mask(obj, out: str):
 
 
 def _same(got, want, where="$"):
-    """The first difference between two JSON values (floats to 1e-6), or None."""
+    """The first difference between two JSON values (floats to 1e-3), or None."""
     if isinstance(want, float) or isinstance(got, float):
         if isinstance(got, (int, float)) and isinstance(want, (int, float)) and (
-                math.isclose(got, want, abs_tol=1e-6) or (math.isnan(got) and math.isnan(want))):
+                math.isclose(got, want, abs_tol=1e-3) or (math.isnan(got) and math.isnan(want))):
             return None
         return f"{where}: {got!r} != {want!r}"
     if isinstance(want, dict) and isinstance(got, dict):

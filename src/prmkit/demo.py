@@ -9,7 +9,8 @@
    problems, from the same backbone with the same budget;
 5. on held-out problems: best-of-N curves (PRM with each aggregator, ORM, majority, weighted, random,
    pass@N) with bootstrap intervals, step metrics, and the failure-mode probes (process collapse,
-   verifier gaming, length bias, domain transfer to a second data source);
+   verifier gaming, length bias, domain transfer to a second data source); the same PRM with a
+   calculator checking its steps' arithmetic, against the PRM alone and the calculator alone;
 6. the report (Markdown, self-contained HTML, JSON) with the process-supervision card, and a verdict
    that says plainly whether the PRM beat the ORM and majority vote — whatever the result.
 
@@ -71,9 +72,17 @@ class DemoConfig:
     verdict_prm: str | None = "default"
     verdict_orm: str | None = "default-orm"
     score_precision: str = "auto"    #: scoring precision of the verdict pair (auto: bf16 where native)
+    #: Also judge the verdict PRM with a calculator checking its steps' written arithmetic (a step
+    #: whose equation is wrong scores 0; :class:`~prmkit.scoring.CalculatorScorer`), against majority,
+    #: the ORM, the PRM alone and the calculator alone (section "checked"). The verdict stays the PRM's.
+    calculator_check: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+_FIELD_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(DemoConfig)
+                                   if f.default is not dataclasses.MISSING}
 
 
 def _default_backend() -> str:
@@ -120,6 +129,9 @@ class _Stages:
         out.mkdir(parents=True, exist_ok=True)
         if settings.exists():
             have = json.loads(settings.read_text())
+            # A setting added after the run was started is the same setting where the new value is
+            # its default (the run's stages ran as the default says).
+            have.update({k: v for k, v in want.items() if k not in have and v == _FIELD_DEFAULTS.get(k)})
             if have != want:
                 diff = sorted(k for k in set(have) | set(want) if have.get(k) != want.get(k))
                 raise PrmkitError(f"{out} holds a demo run with other settings ({', '.join(diff)}); "
@@ -197,7 +209,9 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
         arith_derived_traces,
         bon_report,
         card_from_provenance,
+        checked_bon_report,
         gsm8k_derived_traces,
+        headline_sentence,
         label_agreement,
         run_probes,
         step_metrics_for,
@@ -207,7 +221,13 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
     from prmkit.labelers import LabelReport, LabelStore, MCLabeler, label_stream
     from prmkit.models import RewardModel
     from prmkit.policies import SamplingParams, get_policy
-    from prmkit.scoring import add_trace_scores, score_traces_or_skip
+    from prmkit.scoring import (
+        CalculatorScorer,
+        StoredScorer,
+        add_trace_scores,
+        score_traces,
+        score_traces_or_skip,
+    )
     from prmkit.train import TrainConfig, train
 
     if cfg.transfer_data is not None and not Path(cfg.transfer_data).is_file():
@@ -290,6 +310,10 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
                 _say(f"[yellow]{len(skipped)} held-out traces not scored by {key}[/] "
                      f"(first: {skipped[0][0]}: {skipped[0][1]})")
         add_trace_scores(heldout, "prm", ("last", "prod", "mean", "geo_mean"))
+        if cfg.calculator_check:  # from the PRM's stored scores: the model is not run again
+            checked = CalculatorScorer(StoredScorer("prm", missing="none"))
+            score_traces(checked, heldout, "prm+calculator", aggregate="min")
+            score_traces(CalculatorScorer(), heldout, "calculator", aggregate="min")
         _write(heldout, heldout_file)
 
     # 6. Best-of-N curves and the verdict, step metrics, the failure-mode probes.
@@ -302,6 +326,10 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
                 rivals=(o, "majority"), extra_comparisons=()).to_dict()["bon"]
         results["step_metrics"] = {"prm": step_metrics_for(heldout, key="prm", label_source="symbolic"
                                                            ).to_dict()}
+        if cfg.calculator_check:
+            results["checked"] = checked_bon_report(heldout, bootstrap=cfg.bootstrap, seed=cfg.seed).to_dict()
+            results["step_metrics"]["prm+calculator"] = step_metrics_for(
+                heldout, key="prm+calculator", label_source="symbolic").to_dict()
         if cfg.transfer_data:
             other_name = "gsm8k (derived)"
             other = gsm8k_derived_traces(cfg.transfer_data, limit=cfg.transfer_traces // 2, seed=cfg.seed)
@@ -331,6 +359,10 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
     results["summary"]["verdict"] += (
         f"{who} evaluated on {len(heldout)} traces of {cfg.heldout_problems} other problems. "
         f"Probes failed: {', '.join(failed) if failed else 'none'}.")
+    if "checked" in results:
+        results["summary"]["verdict"] += " " + headline_sentence(
+            results["checked"]["summary"], lead="With a calculator checking the PRM's arithmetic (section "
+            "'Best-of-N with a calculator check'),")
     card = card_from_provenance(traces=train_traces + heldout + mc, model_dirs=model_dirs, results=results)
     results["card"] = card.to_dict()
     results["meta"] = {

@@ -54,7 +54,16 @@ from prmkit.eval._processbench import (
 )
 from prmkit.eval._report import ReportDoc, load_results, render_html, render_markdown, write_report
 from prmkit.eval._stepmetrics import StepMetrics, collect_steps, step_metrics, step_metrics_for
-from prmkit.eval._summary import EXTRA_COMPARISONS, MAIN_METHOD, RIVALS, BonReport, bon_report, bon_verdict
+from prmkit.eval._summary import (
+    EXTRA_COMPARISONS,
+    MAIN_METHOD,
+    RIVALS,
+    BonReport,
+    bon_report,
+    bon_verdict,
+    checked_bon_report,
+    headline_sentence,
+)
 
 __all__ = [
     "auroc", "first_error_accuracy", "first_error_index", "pass_at_k", "pass_at_k_traces",
@@ -62,7 +71,8 @@ __all__ = [
     "threshold_sweep",
     "evaluate_prmbench", "PRMBenchResult", "PRMBENCH_GROUPS", "prmbench_with_originals",
     "bon_curves", "BonCurves", "BonMethod", "default_methods", "bon_choices", "bon_verdict", "within_problem_auroc",
-    "bon_report", "BonReport", "MAIN_METHOD", "RIVALS", "EXTRA_COMPARISONS",
+    "bon_report", "BonReport", "MAIN_METHOD", "RIVALS", "EXTRA_COMPARISONS", "checked_bon_report",
+    "headline_sentence",
     "step_metrics", "step_metrics_for", "collect_steps", "StepMetrics",
     "gaming_probe", "collapse_probe", "length_bias_probe", "transfer_probe", "PERTURBATIONS",
     "register_perturbation", "append_filler", "restate_problem", "duplicate_steps", "reorder_steps",

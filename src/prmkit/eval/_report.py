@@ -46,8 +46,8 @@ __all__ = [
 ]
 
 #: Known sections in the order the report shows them (unknown ones go before ``meta``).
-SECTION_ORDER: tuple[str, ...] = ("summary", "card", "bon", "bon_live", "step_metrics", "probes", "processbench",
-                                  "prmbench", "labels", "meta")
+SECTION_ORDER: tuple[str, ...] = ("summary", "card", "bon", "checked", "bon_live", "step_metrics", "probes",
+                                  "processbench", "prmbench", "labels", "meta")
 
 _DEFAULT_TITLE = "prmkit evaluation report"
 _NONE_NOTE = "— marks a number that could not be computed"
@@ -323,6 +323,19 @@ def _bon(doc: ReportDoc, b: Mapping[str, Any], figs: set[str]) -> None:
         doc.bullets(_comparison_items(comps))
     _leftover(doc, b, ("ns", "problems", "candidates", "bootstrap", "seed", "methods", "comparisons",
                        "unjudged_problems"), 3)
+
+
+def _checked(doc: ReportDoc, c: Mapping[str, Any], figs: set[str]) -> None:
+    """The verdict PRM with a tool checking its steps (:func:`~prmkit.eval.checked_bon_report`): its
+    verdict, then its best-of-N table."""
+    doc.para("The same PRM's step scores, with a calculator checking each step's written arithmetic: a "
+             "step whose equation is wrong scores 0. Against the PRM alone and the calculator alone, it "
+             "shows what each part is worth.", cls="note")
+    if isinstance(c.get("summary"), Mapping):
+        _summary(doc, c["summary"], set())
+    if isinstance(c.get("bon"), Mapping):
+        _bon(doc, c["bon"], set())
+    _leftover(doc, c, ("summary", "bon"), 3)
 
 
 def _comparison_items(comps: Sequence[Mapping[str, Any]]) -> list[Inline]:
@@ -603,6 +616,7 @@ _SECTIONS: dict[str, tuple[str, Callable[[ReportDoc, Any, set[str]], None]]] = {
     "card": ("Process-supervision card", _card),
     "bon": ("Best-of-N", _bon),
     # The demo's second pair (trained in the run) on the same held-out traces; the figure is the verdict's.
+    "checked": ("Best-of-N with a calculator check", _checked),
     "bon_live": ("Best-of-N of the pair trained in this run", lambda doc, b, figs: _bon(doc, b, set())),
     "step_metrics": ("Step metrics", _step_metrics),
     "probes": ("Probes", _probes),

@@ -17,10 +17,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from prmkit.eval._bon import BonCurves, bon_curves, default_methods
+from prmkit.eval._bon import BonCurves, BonMethod, bon_curves, default_methods
 from prmkit.trace import Trace
 
-__all__ = ["MAIN_METHOD", "RIVALS", "EXTRA_COMPARISONS", "BonReport", "bon_report", "bon_verdict"]
+__all__ = ["MAIN_METHOD", "RIVALS", "EXTRA_COMPARISONS", "BonReport", "bon_report", "bon_verdict",
+           "checked_bon_report", "headline_sentence"]
 
 #: The method the verdict is about, chosen before any result is seen: the field's usual PRM reading.
 MAIN_METHOD = "PRM (min)"
@@ -150,9 +151,11 @@ class BonReport:
 def bon_report(traces: Iterable[Trace], *, prm_key: str = "prm", orm_key: str = "orm",
                bootstrap: int = 1000, seed: int = 0, main: str = MAIN_METHOD,
                rivals: Sequence[str] = RIVALS,
-               extra_comparisons: Sequence[tuple[str, str]] = EXTRA_COMPARISONS) -> BonReport:
+               extra_comparisons: Sequence[tuple[str, str]] = EXTRA_COMPARISONS,
+               methods: Sequence[BonMethod] | None = None) -> BonReport:
     """Best-of-N curves of :func:`~prmkit.eval.default_methods` on scored ``traces`` (step scores under
-    ``prm_key``, ORM trace scores under ``meta["scores"][orm_key]``) with ``bootstrap`` replicates,
+    ``prm_key``, ORM trace scores under ``meta["scores"][orm_key]``), or of ``methods`` where given
+    (methods over several score keys, named as the report should show them), with ``bootstrap`` replicates,
     the paired comparisons of ``main`` with each rival and ``extra_comparisons`` (those whose two
     methods both exist), and :func:`bon_verdict` of ``main`` against ``rivals`` (a rival without
     scores is named as not evaluated). Without ``main`` among the methods (no PRM scores) there is
@@ -170,10 +173,68 @@ def bon_report(traces: Iterable[Trace], *, prm_key: str = "prm", orm_key: str = 
     True
     """
     traces = list(traces)
-    methods = default_methods(traces, prm_key=prm_key, orm_key=orm_key)
+    methods = list(methods) if methods is not None else default_methods(traces, prm_key=prm_key, orm_key=orm_key)
     names = {m.name for m in methods}
     wanted = [(main, r) for r in rivals] + [tuple(c) for c in extra_comparisons]
     curves = bon_curves(traces, methods, bootstrap=bootstrap, seed=seed,
                         comparisons=[(a, b) for a, b in wanted if a in names and b in names])
     summary = bon_verdict(curves.to_dict(), main, list(rivals)) if main in names else None
     return BonReport(curves, summary)
+
+
+def checked_bon_report(traces: Iterable[Trace], *, key: str = "prm+calculator", prm_key: str = "prm",
+                       check_key: str = "calculator", orm_key: str = "orm", label: str = "PRM+calculator",
+                       bootstrap: int = 1000, seed: int = 0) -> BonReport:
+    """Best-of-N of a PRM whose steps a tool checks (step scores under ``key``, e.g. a
+    :class:`~prmkit.scoring.CalculatorScorer` around the PRM), with its verdict against majority vote,
+    the ORM, the PRM alone and the check alone (``check_key``: the tool's own step scores). The last
+    two say what each part is worth: a combination that only ties the check alone has learned nothing
+    the tool did not already know. Methods: ``"{label} (min)"`` (the verdict's), ``"{label} weighted
+    (min)"``, ``"PRM (min)"``, ``"{check_key} alone"``, ``"ORM"``, majority, random and pass@N; a
+    method whose scores are absent is left out (and named as not evaluated in the verdict).
+
+    >>> from prmkit.trace import Problem, Step
+    >>> p = Problem("2 + 3?", answer="5", id="p")
+    >>> ts = [Trace(id=str(i), problem=p, final_answer=a, outcome="correct" if a == "5" else "incorrect",
+    ...             steps=[Step("s", scores={"prm": s, "calculator": c, "prm+calculator": min(s, c)})])
+    ...       for i, (a, s, c) in enumerate([("5", 0.4, 1.0), ("6", 0.9, 0.0)])]
+    >>> r = checked_bon_report(ts, bootstrap=50).to_dict()
+    >>> r["summary"]["headline"]["main"], r["bon"]["methods"]["PRM+calculator (min)"]["acc"][-1]
+    ('PRM+calculator (min)', 1.0)
+    >>> r["bon"]["methods"]["PRM (min)"]["acc"][-1]  # at N = 2 the PRM alone picks the slip
+    0.0
+    """
+    traces = list(traces)
+    main, alone = f"{label} (min)", f"{check_key} alone"
+    wanted = [BonMethod(main, "bon", key, "min"), BonMethod(f"{label} weighted (min)", "weighted", key, "min"),
+              BonMethod("PRM (min)", "bon", prm_key, "min"), BonMethod(alone, "bon", check_key, "min")]
+    scored = {k for t in traces for st in t.steps for k in st.scores}
+    methods = [m for m in wanted if m.key in scored]
+    methods += [m for m in default_methods(traces, prm_key=prm_key, orm_key=orm_key)
+                if m.name in ("ORM", "majority", "random", "oracle (pass@N)")]
+    return bon_report(traces, bootstrap=bootstrap, seed=seed, main=main,
+                      rivals=("majority", "ORM", "PRM (min)", alone),
+                      extra_comparisons=((f"{label} weighted (min)", "majority"),), methods=methods)
+
+
+def headline_sentence(summary: dict[str, Any], lead: str = "") -> str:
+    """One sentence of a :func:`bon_verdict` result's numbers: the main method's accuracy and each
+    rival's paired difference with its interval and call (for a verdict that names a second one).
+
+    >>> print(headline_sentence({"headline": {"n": 4, "main": "A", "main_acc": 0.5, "versus": {
+    ...     "B": {"acc_diff": 0.25, "acc_diff_lo": 0.05, "acc_diff_hi": 0.4, "call": "A beat B"},
+    ...     "C": None}}}, lead="With a check,"))
+    With a check, at N=4 A chose a correct answer for 50.0%: against B +25.0 points [+5.0, +40.0] (A beat B); C not evaluated.
+    """
+    h = summary.get("headline") or {}
+    if "main" not in h:
+        return f"{lead} no best-of-N result.".strip()
+    parts = []
+    for rival, v in (h.get("versus") or {}).items():
+        if not v or v.get("acc_diff") is None:
+            parts.append(f"{rival} not evaluated")
+        else:
+            parts.append(f"against {rival} {_pts(v['acc_diff'])} points [{_pts(v.get('acc_diff_lo'))}, "
+                         f"{_pts(v.get('acc_diff_hi'))}] ({v.get('call', '')})")
+    head = f"{lead} at N={h.get('n')} {h['main']} chose a correct answer for {_pct(h.get('main_acc'))}".strip()
+    return head[:1].upper() + head[1:] + (": " + "; ".join(parts) if parts else "") + "."

@@ -17,6 +17,8 @@
   tokens, the baseline a trained PRM must beat) and ``calculator`` (:class:`CalculatorScorer`: a
   calculator flags the steps whose written arithmetic is wrong, alone or around a PRM;
   :func:`check_arithmetic` reads the equations).
+- :class:`StoredScorer`: the scores already stored on traces under one key (or the product of
+  several), served as a scorer, to check or recombine them without running the model again.
 """
 
 from prmkit.scoring._aggregate import (
@@ -39,6 +41,7 @@ from prmkit.scoring._prefix import PrefixCachingScorer, ScoringStats
 from prmkit.scoring._protocol import StepScorer
 from prmkit.scoring._scorers import SCORERS, get_scorer, load_scorer, model_scorer, register_scorer
 from prmkit.scoring._scripted import ScriptedScorer
+from prmkit.scoring._stored import StoredScorer
 from prmkit.scoring._traces import (
     ScoreReport,
     add_trace_scores,
@@ -52,7 +55,7 @@ __all__ = [
     "StepScorer", "PrefixCachingScorer", "ScoringStats", "score_traces", "score_traces_or_skip", "score_each",
     "score_file", "ScoreReport", "trace_score", "add_trace_scores",
     "SCORERS", "get_scorer", "load_scorer", "register_scorer", "model_scorer", "ScriptedScorer",
-    "LikelihoodScorer", "CalculatorScorer", "Equation", "check_arithmetic",
+    "LikelihoodScorer", "CalculatorScorer", "Equation", "check_arithmetic", "StoredScorer",
     "AGGREGATORS", "Aggregator", "get_aggregator", "register_aggregator", "check_finite",
     "agg_min", "agg_last", "agg_prod", "agg_mean", "agg_geo_mean", "agg_first_below",
 ]
