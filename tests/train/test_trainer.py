@@ -345,7 +345,7 @@ def test_rejected_and_truncated_traces_are_counted():
         "dropped_steps": 2, "truncated_traces": 1,
         "rejected": {"no step labels": 1, "every labelled step cut by max_length": 1,
                      "not even the first step fits in max_length=16": 1, "no steps": 1},
-        "outcome_rules": {}, "tokens": 30,
+        "outcome_rules": {}, "tokens": 30, "settled_by_tool": 0,
     }
     assert "2 trailing steps of 1 traces cut by max_length" in report.summary()
 

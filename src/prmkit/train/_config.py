@@ -60,6 +60,9 @@ class TrainConfig:
     soft_labels: bool = False         #: train on soft label values (Monte Carlo probabilities)
     outcome: str = "auto"             #: ORM target: outcome / answer / steps / auto
     max_traces: int | None = None     #: use only the first N training traces
+    #: PRM only: "calculator" leaves out of the loss every label from the first step whose written
+    #: arithmetic the calculator flags (the check settles those when the PRM is used with it)
+    tool_check: str | None = None
     # optimisation
     max_length: int = 1024
     batch_size: int = 8
@@ -93,6 +96,10 @@ class TrainConfig:
             problems.append(f"neutral: must be positive, negative or ignore, got {self.neutral!r}")
         if self.outcome not in ("auto", "outcome", "answer", "steps"):
             problems.append(f"outcome: must be auto, outcome, answer or steps, got {self.outcome!r}")
+        if self.tool_check not in (None, "calculator"):
+            problems.append(f"tool_check: must be calculator or null, got {self.tool_check!r}")
+        elif self.tool_check is not None and self.kind != "prm":
+            problems.append("tool_check: a tool checks steps; an ORM has none to leave to it")
         if self.precision not in PRECISIONS:
             problems.append(f"precision: must be {', '.join(PRECISIONS[:-1])} or {PRECISIONS[-1]}, "
                             f"got {self.precision!r}")

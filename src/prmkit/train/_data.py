@@ -15,7 +15,7 @@ from prmkit.models import AlignmentError, Encoded, RewardModel
 from prmkit.trace import Trace, binarize
 
 __all__ = ["DataReport", "step_targets", "outcome_target", "encode_traces", "length_batches",
-           "split_by_problem", "read_trace_files"]
+           "split_by_problem", "read_trace_files", "TOOL_CHECKS", "tool_settled"]
 
 
 @dataclass
@@ -32,17 +32,20 @@ class DataReport:
     rejected: Counter = field(default_factory=Counter)
     outcome_rules: Counter = field(default_factory=Counter)
     tokens: int = 0
+    settled: int = 0  #: labelled steps left out of the loss because a tool check settles them
 
     def to_dict(self) -> dict[str, Any]:
         return {"traces": self.traces, "used": self.used, "positions": self.positions,
                 "labelled": self.labelled, "positive_fraction": self.positive / max(self.labelled, 1),
                 "dropped_steps": self.dropped_steps, "truncated_traces": self.truncated_traces,
                 "rejected": dict(self.rejected), "outcome_rules": dict(self.outcome_rules),
-                "tokens": self.tokens}
+                "tokens": self.tokens, "settled_by_tool": self.settled}
 
     def summary(self) -> str:
         s = (f"{self.used}/{self.traces} traces used, {self.labelled} labelled positions "
              f"({self.positive / max(self.labelled, 1):.1%} positive), {self.tokens} tokens")
+        if self.settled:
+            s += f"; {self.settled} labelled steps left to the tool check"
         if self.truncated_traces:
             s += f"; {self.dropped_steps} trailing steps of {self.truncated_traces} traces cut by max_length"
         if self.rejected:
@@ -97,12 +100,41 @@ def outcome_target(trace: Trace, rule: str = "auto", **label_kw: Any) -> tuple[f
     return None, rule
 
 
+#: Tool checks a PRM can be trained around (``TrainConfig.tool_check``).
+TOOL_CHECKS = ("calculator",)
+
+
+def tool_settled(trace: Trace, tool: str) -> int | None:
+    """The first step a tool check flags (from there on the tool settles the trace: a flagged step
+    scores 0 whatever the PRM says), or None. ``calculator``: a step with a wrong written equation
+    (:func:`~prmkit.scoring.check_arithmetic`).
+
+    >>> from prmkit.trace import Problem, Step
+    >>> tool_settled(Trace("t", Problem("q"), [Step("2 + 2 = 4."), Step("4 * 3 = 13."), Step("Done.")]),
+    ...              "calculator")
+    1
+    """
+    if tool not in TOOL_CHECKS:
+        raise PrmkitError(f"unknown tool check {tool!r}; known: {', '.join(TOOL_CHECKS)}")
+    from prmkit.scoring import check_arithmetic
+
+    for i, step in enumerate(trace.steps):
+        if any(not e.ok for e in check_arithmetic(step.text)):
+            return i
+    return None
+
+
 def encode_traces(rm: RewardModel, traces: Iterable[Trace], *, kind: str | None = None,
                   label_source: str | None = None, neutral: str = "positive", soft: bool = False,
-                  outcome: str = "auto", report: DataReport | None = None) -> list[Encoded]:
+                  outcome: str = "auto", tool_check: str | None = None,
+                  report: DataReport | None = None) -> list[Encoded]:
     """Encode traces for training; each one left out is counted in ``report.rejected`` by reason.
 
     ``kind`` (prm: step targets, orm: one outcome target) defaults to the model's and must match it.
+    ``tool_check`` (PRM only; see :data:`TOOL_CHECKS`): the labels from the first step the tool flags
+    on are left out of the loss (counted in ``report.settled``), so that the PRM spends its capacity
+    on what the tool cannot see — for a PRM that is used with the same check
+    (``--model DIR -s check=calculator``).
     """
     kind = kind or rm.kind
     if kind != rm.kind:
@@ -127,6 +159,13 @@ def encode_traces(rm: RewardModel, traces: Iterable[Trace], *, kind: str | None 
             if all(t is None for t in targets):
                 report.rejected["no step labels" + (f" from {label_source!r}" if label_source else "")] += 1
                 continue
+            first = tool_settled(trace, tool_check) if tool_check else None
+            if first is not None:
+                report.settled += sum(t is not None for t in targets[first:])
+                targets = targets[:first] + [None] * (len(targets) - first)
+                if all(t is None for t in targets):
+                    report.rejected[f"every labelled step settled by the {tool_check}"] += 1
+                    continue
         try:
             e = rm.encode(trace, targets)
         except AlignmentError as err:

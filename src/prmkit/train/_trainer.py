@@ -50,7 +50,7 @@ STATE_FILE = "trainer_state.json"
 #: Config fields that must match for a run to resume from a checkpoint (``max_steps`` and ``epochs``
 #: may grow: that extends the run; see the module docs).
 RESUME_KEYS = ("kind", "model", "convention", "num_labels", "lora", "train", "format", "label_source",
-               "neutral", "soft_labels", "outcome", "max_traces", "max_length", "batch_size", "grad_accum",
+               "neutral", "soft_labels", "outcome", "max_traces", "tool_check", "max_length", "batch_size", "grad_accum",
                "lr", "weight_decay", "warmup_ratio", "bucketing", "seed", "eval_fraction", "precision")
 #: Config fields that set the run's length: a resume may raise them (an extension).
 LENGTH_KEYS = ("epochs", "max_steps")
@@ -293,7 +293,7 @@ def train(cfg: TrainConfig, *, log=print) -> TrainResult:
     elif cfg.eval_fraction > 0:
         traces, held = split_by_problem(traces, cfg.eval_fraction, cfg.seed)
     label_kw = {"kind": cfg.kind, "label_source": cfg.label_source, "neutral": cfg.neutral,
-                "soft": cfg.soft_labels, "outcome": cfg.outcome}
+                "soft": cfg.soft_labels, "outcome": cfg.outcome, "tool_check": cfg.tool_check}
     train_report, eval_report = DataReport(), DataReport()
     data = encode_traces(rm, traces, report=train_report, **label_kw)
     eval_data = encode_traces(rm, held, report=eval_report, **label_kw) if held else []
