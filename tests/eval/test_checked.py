@@ -10,7 +10,14 @@ import json
 import pytest
 
 from prmkit.errors import PrmkitError
-from prmkit.eval import BonMethod, bon_choices, bon_report, checked_bon_report, headline_sentence, write_report
+from prmkit.eval import (
+    BonMethod,
+    bon_choices,
+    bon_report,
+    checked_bon_report,
+    headline_sentence,
+    write_report,
+)
 from prmkit.scoring import CalculatorScorer, ScriptedScorer, StoredScorer, score_traces
 from prmkit.trace import Problem, Step, Trace
 
