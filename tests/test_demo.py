@@ -32,7 +32,8 @@ def test_demo_quick_writes_the_report_and_resumes(tmp_path):
     first = time.perf_counter() - t0
     assert r.returncode == 0, r.stderr[-3000:]
     report = json.loads((out / "report" / "report.json").read_text())
-    assert {"summary", "bon", "bon_live", "step_metrics", "probes", "labels", "card", "meta"} <= set(report)
+    assert {"summary", "bon", "checked", "bon_live", "step_metrics", "probes", "labels", "card",
+            "meta"} <= set(report)
     # The verdict compares the shipped PRM with the shipped ORM and with majority vote, with numbers and
     # intervals; the pair trained in the run is evaluated on the same held-out traces beside it.
     verdict = report["summary"]["verdict"]
@@ -43,6 +44,13 @@ def test_demo_quick_writes_the_report_and_resumes(tmp_path):
     assert {"live_prm (min)", "live_orm", "majority"} <= set(live["methods"])
     assert live["methods"]["majority"]["acc"] == report["bon"]["methods"]["majority"]["acc"]  # same traces
     assert {(c["a"], c["b"]) for c in live["comparisons"]} >= {("live_prm (min)", "majority")}
+    # The shipped PRM with a calculator check, judged against majority, the ORM and each of its parts.
+    checked = report["checked"]
+    assert checked["summary"]["headline"]["main"] == "PRM+calculator (min)"
+    assert list(checked["summary"]["headline"]["versus"]) == ["majority", "ORM", "PRM (min)", "calculator alone"]
+    assert checked["bon"]["methods"]["PRM (min)"]["acc"] == report["bon"]["methods"]["PRM (min)"]["acc"]
+    assert "With a calculator checking the PRM's arithmetic" in verdict
+    assert "prm+calculator" in report["step_metrics"]
     bon = report["bon"]
     assert bon["ns"][0] == 1 and bon["ns"][-1] == 8 and bon["problems"] == 6
     assert {"PRM (min)", "PRM (last)", "ORM", "majority", "random", "oracle (pass@N)",
