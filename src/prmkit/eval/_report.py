@@ -615,8 +615,8 @@ _SECTIONS: dict[str, tuple[str, Callable[[ReportDoc, Any, set[str]], None]]] = {
     "summary": ("Summary", _summary),
     "card": ("Process-supervision card", _card),
     "bon": ("Best-of-N", _bon),
-    # The demo's second pair (trained in the run) on the same held-out traces; the figure is the verdict's.
     "checked": ("Best-of-N with a calculator check", _checked),
+    # The demo's second pair (trained in the run) on the same held-out traces; the figure is the verdict's.
     "bon_live": ("Best-of-N of the pair trained in this run", lambda doc, b, figs: _bon(doc, b, set())),
     "step_metrics": ("Step metrics", _step_metrics),
     "probes": ("Probes", _probes),
