@@ -148,11 +148,9 @@ def main(argv: list[str] | None = None) -> int:
         orm = load_scorer("model", args.orm, {"cache": False, "precision": args.precision}, batch_size=args.batch_size)
         score_traces(orm, traces, "orm")
     if args.calculator:
-        from prmkit.scoring import CalculatorScorer
+        from prmkit.scoring import add_calculator_scores
 
-        checked = CalculatorScorer(StoredScorer("prm", missing="none"))
-        score_traces(checked, traces, "prm+calculator", aggregate="min")
-        score_traces(CalculatorScorer(), traces, "calculator", aggregate="min")
+        checked = add_calculator_scores(traces, "prm", aggregate="min")
         print(f"calculator: {checked.checks['flagged']} of {checked.checks['steps']} steps flagged "
               f"({checked.checks['with_equations']} with equations it reads)")
 
@@ -206,17 +204,16 @@ def main(argv: list[str] | None = None) -> int:
             _rankings(traces, "combined", "PRM×likelihood")
     calc_gap = None
     if args.calculator:
-        from prmkit.eval import BonMethod
+        from prmkit.eval import checked_methods
 
-        calc = [BonMethod("PRM+calculator (min)", "bon", "prm+calculator", "min"),
-                BonMethod("PRM+calculator weighted (min)", "weighted", "prm+calculator", "min"),
-                BonMethod("calculator alone", "bon", "calculator", "min")]
-        pairs = [("PRM+calculator (min)", "majority"), ("PRM+calculator (min)", "PRM (min)"),
-                 ("PRM+calculator weighted (min)", "majority"), ("calculator alone", "majority"),
-                 ("PRM+calculator (min)", "calculator alone")]
+        cm = checked_methods()  # the methods prmkit.eval.checked_bon_report judges
+        main, weighted, alone = cm.main.name, cm.weighted.name, cm.alone.name
+        calc = [cm.main, cm.weighted, cm.alone]  # the PRM alone is among the usual methods already
+        pairs = [(main, "majority"), (main, cm.prm.name), (weighted, "majority"), (alone, "majority"),
+                 (main, alone)]
         note = "  (a step whose written arithmetic is wrong scores 0)"
-        cc = _rivals(traces, calc, pairs, args, n, {"prm+calculator": note, "calculator": note})
-        calc_gap = cc.compare("PRM+calculator (min)", "majority", n)
+        cc = _rivals(traces, calc, pairs, args, n, {cm.main.key: note, cm.alone.key: note})
+        calc_gap = cc.compare(main, "majority", n)
         _rankings(traces, "prm+calculator", "PRM+calculator")
     sm = step_metrics_for(traces, key="prm", label_source="symbolic").to_dict()
     print(f"\nstep metrics vs symbolic labels: AUROC {sm['auroc']:.3f}  F1(error) {sm['f1_error']:.3f}  "

@@ -221,13 +221,7 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
     from prmkit.labelers import LabelReport, LabelStore, MCLabeler, label_stream
     from prmkit.models import RewardModel
     from prmkit.policies import SamplingParams, get_policy
-    from prmkit.scoring import (
-        CalculatorScorer,
-        StoredScorer,
-        add_trace_scores,
-        score_traces,
-        score_traces_or_skip,
-    )
+    from prmkit.scoring import add_calculator_scores, add_trace_scores, score_traces_or_skip
     from prmkit.train import TrainConfig, train
 
     if cfg.transfer_data is not None and not Path(cfg.transfer_data).is_file():
@@ -311,9 +305,7 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
                      f"(first: {skipped[0][0]}: {skipped[0][1]})")
         add_trace_scores(heldout, "prm", ("last", "prod", "mean", "geo_mean"))
         if cfg.calculator_check:  # from the PRM's stored scores: the model is not run again
-            checked = CalculatorScorer(StoredScorer("prm", missing="none"))
-            score_traces(checked, heldout, "prm+calculator", aggregate="min")
-            score_traces(CalculatorScorer(), heldout, "calculator", aggregate="min")
+            add_calculator_scores(heldout, "prm", aggregate="min")
         _write(heldout, heldout_file)
 
     # 6. Best-of-N curves and the verdict, step metrics, the failure-mode probes.

@@ -59,9 +59,11 @@ from prmkit.eval._summary import (
     MAIN_METHOD,
     RIVALS,
     BonReport,
+    CheckedMethods,
     bon_report,
     bon_verdict,
     checked_bon_report,
+    checked_methods,
     headline_sentence,
 )
 
@@ -72,7 +74,7 @@ __all__ = [
     "evaluate_prmbench", "PRMBenchResult", "PRMBENCH_GROUPS", "prmbench_with_originals",
     "bon_curves", "BonCurves", "BonMethod", "default_methods", "bon_choices", "bon_verdict", "within_problem_auroc",
     "bon_report", "BonReport", "MAIN_METHOD", "RIVALS", "EXTRA_COMPARISONS", "checked_bon_report",
-    "headline_sentence",
+    "checked_methods", "CheckedMethods", "headline_sentence",
     "step_metrics", "step_metrics_for", "collect_steps", "StepMetrics",
     "gaming_probe", "collapse_probe", "length_bias_probe", "transfer_probe", "PERTURBATIONS",
     "register_perturbation", "append_filler", "restate_problem", "duplicate_steps", "reorder_steps",

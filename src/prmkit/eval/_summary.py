@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from prmkit.eval._bon import BonCurves, BonMethod, bon_curves, default_methods
 from prmkit.trace import Trace
 
 __all__ = ["MAIN_METHOD", "RIVALS", "EXTRA_COMPARISONS", "BonReport", "bon_report", "bon_verdict",
-           "checked_bon_report", "headline_sentence"]
+           "CheckedMethods", "checked_methods", "checked_bon_report", "headline_sentence"]
 
 #: The method the verdict is about, chosen before any result is seen: the field's usual PRM reading.
 MAIN_METHOD = "PRM (min)"
@@ -182,6 +182,31 @@ def bon_report(traces: Iterable[Trace], *, prm_key: str = "prm", orm_key: str = 
     return BonReport(curves, summary)
 
 
+class CheckedMethods(NamedTuple):
+    """The best-of-N methods of a PRM whose steps a tool checks (:func:`checked_methods`)."""
+
+    main: BonMethod  #: ``"{label} (min)"``: the checked PRM, the one a verdict is about
+    weighted: BonMethod  #: ``"{label} weighted (min)"``: the checked PRM's weighted vote
+    prm: BonMethod  #: ``"PRM (min)"``: the PRM alone
+    alone: BonMethod  #: ``"{check_key} alone"``: the tool's own step scores
+
+
+def checked_methods(*, key: str = "prm+calculator", prm_key: str = "prm", check_key: str = "calculator",
+                    label: str = "PRM+calculator") -> CheckedMethods:
+    """The methods that judge a PRM whose steps a tool checks (step scores under ``key``) against its
+    parts: the PRM alone (``prm_key``) and the check alone (``check_key``), in that order after the
+    checked PRM and its weighted vote; :func:`checked_bon_report` reports them.
+
+    >>> [(m.name, m.key) for m in checked_methods()]  # doctest: +NORMALIZE_WHITESPACE
+    [('PRM+calculator (min)', 'prm+calculator'), ('PRM+calculator weighted (min)', 'prm+calculator'),
+     ('PRM (min)', 'prm'), ('calculator alone', 'calculator')]
+    """
+    return CheckedMethods(BonMethod(f"{label} (min)", "bon", key, "min"),
+                          BonMethod(f"{label} weighted (min)", "weighted", key, "min"),
+                          BonMethod("PRM (min)", "bon", prm_key, "min"),
+                          BonMethod(f"{check_key} alone", "bon", check_key, "min"))
+
+
 def checked_bon_report(traces: Iterable[Trace], *, key: str = "prm+calculator", prm_key: str = "prm",
                        check_key: str = "calculator", orm_key: str = "orm", label: str = "PRM+calculator",
                        bootstrap: int = 1000, seed: int = 0) -> BonReport:
@@ -189,9 +214,10 @@ def checked_bon_report(traces: Iterable[Trace], *, key: str = "prm+calculator", 
     :class:`~prmkit.scoring.CalculatorScorer` around the PRM), with its verdict against majority vote,
     the ORM, the PRM alone and the check alone (``check_key``: the tool's own step scores). The last
     two say what each part is worth: a combination that only ties the check alone has learned nothing
-    the tool did not already know. Methods: ``"{label} (min)"`` (the verdict's), ``"{label} weighted
-    (min)"``, ``"PRM (min)"``, ``"{check_key} alone"``, ``"ORM"``, majority, random and pass@N; a
-    method whose scores are absent is left out (and named as not evaluated in the verdict).
+    the tool did not already know. Methods: :func:`checked_methods` (``"{label} (min)"``, the
+    verdict's; ``"{label} weighted (min)"``, ``"PRM (min)"``, ``"{check_key} alone"``), ``"ORM"``,
+    majority, random and pass@N; a method whose scores are absent is left out (and named as not
+    evaluated in the verdict).
 
     >>> from prmkit.trace import Problem, Step
     >>> p = Problem("2 + 3?", answer="5", id="p")
@@ -205,16 +231,14 @@ def checked_bon_report(traces: Iterable[Trace], *, key: str = "prm+calculator", 
     0.0
     """
     traces = list(traces)
-    main, alone = f"{label} (min)", f"{check_key} alone"
-    wanted = [BonMethod(main, "bon", key, "min"), BonMethod(f"{label} weighted (min)", "weighted", key, "min"),
-              BonMethod("PRM (min)", "bon", prm_key, "min"), BonMethod(alone, "bon", check_key, "min")]
+    wanted = checked_methods(key=key, prm_key=prm_key, check_key=check_key, label=label)
     scored = {k for t in traces for st in t.steps for k in st.scores}
     methods = [m for m in wanted if m.key in scored]
     methods += [m for m in default_methods(traces, prm_key=prm_key, orm_key=orm_key)
                 if m.name in ("ORM", "majority", "random", "oracle (pass@N)")]
-    return bon_report(traces, bootstrap=bootstrap, seed=seed, main=main,
-                      rivals=("majority", "ORM", "PRM (min)", alone),
-                      extra_comparisons=((f"{label} weighted (min)", "majority"),), methods=methods)
+    return bon_report(traces, bootstrap=bootstrap, seed=seed, main=wanted.main.name,
+                      rivals=("majority", "ORM", wanted.prm.name, wanted.alone.name),
+                      extra_comparisons=((wanted.weighted.name, "majority"),), methods=methods)
 
 
 def headline_sentence(summary: dict[str, Any], lead: str = "") -> str:

@@ -16,9 +16,11 @@
   ``likelihood`` (:class:`LikelihoodScorer`, training-free: a causal LM's surprise at each step's
   tokens, the baseline a trained PRM must beat) and ``calculator`` (:class:`CalculatorScorer`: a
   calculator flags the steps whose written arithmetic is wrong, alone or around a PRM;
-  :func:`check_arithmetic` reads the equations).
+  :func:`check_arithmetic` reads the equations, :func:`step_flagged` says whether a step is flagged).
 - :class:`StoredScorer`: the scores already stored on traces under one key (or the product of
-  several), served as a scorer, to check or recombine them without running the model again.
+  several), served as a scorer, to check or recombine them without running the model again;
+  :func:`add_calculator_scores` stores a PRM's scores checked that way by the calculator, and the
+  calculator's own.
 """
 
 from prmkit.scoring._aggregate import (
@@ -35,7 +37,13 @@ from prmkit.scoring._aggregate import (
     register_aggregator,
     trace_score,
 )
-from prmkit.scoring._calculator import CalculatorScorer, Equation, check_arithmetic
+from prmkit.scoring._calculator import (
+    CalculatorScorer,
+    Equation,
+    add_calculator_scores,
+    check_arithmetic,
+    step_flagged,
+)
 from prmkit.scoring._likelihood import LikelihoodScorer
 from prmkit.scoring._prefix import PrefixCachingScorer, ScoringStats
 from prmkit.scoring._protocol import StepScorer
@@ -55,7 +63,8 @@ __all__ = [
     "StepScorer", "PrefixCachingScorer", "ScoringStats", "score_traces", "score_traces_or_skip", "score_each",
     "score_file", "ScoreReport", "trace_score", "add_trace_scores",
     "SCORERS", "get_scorer", "load_scorer", "register_scorer", "model_scorer", "ScriptedScorer",
-    "LikelihoodScorer", "CalculatorScorer", "Equation", "check_arithmetic", "StoredScorer",
+    "LikelihoodScorer", "CalculatorScorer", "Equation", "check_arithmetic", "step_flagged", "StoredScorer",
+    "add_calculator_scores",
     "AGGREGATORS", "Aggregator", "get_aggregator", "register_aggregator", "check_finite",
     "agg_min", "agg_last", "agg_prod", "agg_mean", "agg_geo_mean", "agg_first_below",
 ]

@@ -11,10 +11,13 @@ a right computation on a wrong quantity (a distractor used, an operation skipped
 without an equation is no evidence either way.
 
 - :func:`check_arithmetic`: the equations read in a text, each with its value and verdict.
+- :func:`step_flagged`: whether the calculator flags a step (one of its equations is wrong).
 - :class:`CalculatorScorer`: a step scorer. Alone (``--scorer calculator``) a step scores 1.0, or
   ``flagged`` (0.0) when one of its equations is wrong; around another scorer (``base``; on the
   command line ``--model DIR -s check=calculator``) the base's step scores are kept and only the
   flagged steps are set to ``flagged`` — a PRM whose arithmetic is checked by a tool.
+- :func:`add_calculator_scores`: a PRM's stored step scores checked by the calculator after the fact,
+  and the calculator's own, stored on the traces under their keys.
 """
 
 from __future__ import annotations
@@ -26,12 +29,17 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from prmkit.errors import PrmkitError
 from prmkit.scoring._protocol import StepScorer
+from prmkit.scoring._stored import StoredScorer
 from prmkit.trace import Trace
 
-__all__ = ["Equation", "check_arithmetic", "CalculatorScorer"]
+if TYPE_CHECKING:
+    from prmkit.scoring._traces import AggregateSpec
+
+__all__ = ["Equation", "check_arithmetic", "step_flagged", "CalculatorScorer", "add_calculator_scores"]
 
 #: The calculator's tokens; a number may carry thousands commas and a decimal part (``1,204.50``).
 _TOKEN = re.compile(r"(?P<num>(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)|(?P<op>[-+*/×÷])|(?P<x>x)|(?P<lp>\()"
@@ -176,6 +184,20 @@ def check_arithmetic(text: str) -> list[Equation]:
     return out
 
 
+def _any_wrong(equations: Sequence[Equation]) -> bool:
+    return any(not e.ok for e in equations)
+
+
+def step_flagged(text: str) -> bool:
+    """Whether the calculator flags a step's ``text``: one of the equations it reads there
+    (:func:`check_arithmetic`) is wrong. A step without an equation it reads is not flagged.
+
+    >>> step_flagged("17 * 3 = 54."), step_flagged("17 * 3 = 51."), step_flagged("The answer is 51.")
+    (True, False, False)
+    """
+    return _any_wrong(check_arithmetic(text))
+
+
 class CalculatorScorer:
     """Step scores from a calculator (see the module docs): alone, 1.0 per step or ``flagged`` where a
     written equation is wrong; around ``base`` (a PRM), the base's scores with the flagged steps set to
@@ -208,7 +230,7 @@ class CalculatorScorer:
         wrong = []
         for step in trace.steps:
             eqs = check_arithmetic(step.text)
-            wrong.append(any(not e.ok for e in eqs))
+            wrong.append(_any_wrong(eqs))
             self.checks["steps"] += 1
             self.checks["with_equations"] += bool(eqs)
             self.checks["flagged"] += wrong[-1]
@@ -233,3 +255,31 @@ class CalculatorScorer:
                                                                             for t in traces]
         return [(None, why) if row is None else (self._checked(row, t), None)
                 for (row, why), t in zip(base, traces, strict=True)]
+
+
+def add_calculator_scores(traces: Sequence[Trace], key: str = "prm", *, checked_key: str | None = None,
+                          alone_key: str = "calculator", aggregate: AggregateSpec = "min") -> CalculatorScorer:
+    """Check the PRM step scores stored under ``key`` with the calculator, without running the model
+    again: store them under ``checked_key`` (default ``"{key}+calculator"``) with the flagged steps set
+    to 0, and the calculator's own step scores under ``alone_key``, each with its ``aggregate`` trace
+    score (:func:`~prmkit.scoring.score_traces`). A trace without scores under ``key`` is no error
+    (``StoredScorer(key, missing="none")``): its steps stay unscored under ``checked_key`` except those
+    the calculator flags (0). Returns the checking scorer (its ``checks`` count the steps read and
+    flagged).
+
+    >>> from prmkit.trace import Problem, Step
+    >>> t = Trace(id="t", problem=Problem("q"), steps=[Step("2 + 3 = 5.", scores={"prm": 0.9}),
+    ...           Step("5 * 4 = 21.", scores={"prm": 0.8}), Step("Done.", scores={"prm": 0.7})])
+    >>> add_calculator_scores([t]).checks
+    {'steps': 3, 'with_equations': 2, 'flagged': 1}
+    >>> [s.scores["prm+calculator"] for s in t.steps], [s.scores["calculator"] for s in t.steps]
+    ([0.9, 0.0, 0.7], [1.0, 0.0, 1.0])
+    >>> t.meta["scores"]
+    {'prm+calculator:min': 0.0, 'calculator:min': 0.0}
+    """
+    from prmkit.scoring._traces import score_traces
+
+    checked = CalculatorScorer(StoredScorer(key, missing="none"))
+    score_traces(checked, traces, checked_key or f"{key}+calculator", aggregate=aggregate)
+    score_traces(CalculatorScorer(), traces, alone_key, aggregate=aggregate)
+    return checked

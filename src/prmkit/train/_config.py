@@ -15,6 +15,7 @@ from typing import Any
 
 from prmkit.errors import PrmkitError
 from prmkit.models import PRECISIONS
+from prmkit.train._data import TOOL_CHECKS
 
 __all__ = ["LoraSettings", "TrainConfig", "ConfigError", "load_config", "example_configs"]
 
@@ -96,8 +97,8 @@ class TrainConfig:
             problems.append(f"neutral: must be positive, negative or ignore, got {self.neutral!r}")
         if self.outcome not in ("auto", "outcome", "answer", "steps"):
             problems.append(f"outcome: must be auto, outcome, answer or steps, got {self.outcome!r}")
-        if self.tool_check not in (None, "calculator"):
-            problems.append(f"tool_check: must be calculator or null, got {self.tool_check!r}")
+        if self.tool_check not in (None, *TOOL_CHECKS):
+            problems.append(f"tool_check: must be {', '.join(TOOL_CHECKS)} or null, got {self.tool_check!r}")
         elif self.tool_check is not None and self.kind != "prm":
             problems.append("tool_check: a tool checks steps; an ORM has none to leave to it")
         if self.precision not in PRECISIONS:

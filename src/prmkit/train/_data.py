@@ -107,7 +107,7 @@ TOOL_CHECKS = ("calculator",)
 def tool_settled(trace: Trace, tool: str) -> int | None:
     """The first step a tool check flags (from there on the tool settles the trace: a flagged step
     scores 0 whatever the PRM says), or None. ``calculator``: a step with a wrong written equation
-    (:func:`~prmkit.scoring.check_arithmetic`).
+    (:func:`~prmkit.scoring.step_flagged`, the test :class:`~prmkit.scoring.CalculatorScorer` applies).
 
     >>> from prmkit.trace import Problem, Step
     >>> tool_settled(Trace("t", Problem("q"), [Step("2 + 2 = 4."), Step("4 * 3 = 13."), Step("Done.")]),
@@ -116,10 +116,10 @@ def tool_settled(trace: Trace, tool: str) -> int | None:
     """
     if tool not in TOOL_CHECKS:
         raise PrmkitError(f"unknown tool check {tool!r}; known: {', '.join(TOOL_CHECKS)}")
-    from prmkit.scoring import check_arithmetic
+    from prmkit.scoring import step_flagged
 
     for i, step in enumerate(trace.steps):
-        if any(not e.ok for e in check_arithmetic(step.text)):
+        if step_flagged(step.text):
             return i
     return None
 
