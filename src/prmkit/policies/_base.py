@@ -124,6 +124,7 @@ def apply_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
 POLICIES = Registry("policy backend", {
     "hf": "prmkit.policies._hf:HFPolicy",
     "ct2": "prmkit.policies._ct2:CT2Policy",
+    "torch": "prmkit.policies._torch:TorchPolicy",
     "openai_compat": "prmkit.policies._openai_compat:OpenAICompatPolicy",
     "scripted": "prmkit.policies._scripted:ScriptedPolicy",
 }, group="prmkit.policies")
@@ -149,7 +150,7 @@ def get_policy(name: str, **kwargs: Any) -> Policy:
 
 
 #: Backends that decode locally in batches (they take ``batch_size`` and ``progress``).
-LOCAL_BACKENDS = ("hf", "ct2")
+LOCAL_BACKENDS = ("hf", "ct2", "torch")
 
 
 def load_policy(name: str | None = None, options: dict[str, Any] | None = None, *,

@@ -312,12 +312,15 @@ class HFPolicy:
                 rows.append((r, ids, shared, derive_seed(params.seed, req.key or self.render(req), k)))
         out: list[list[Completion]] = [[] for _ in requests]
         with progress_bar(len(rows), f"sampling ({self.model_id})", enabled=self.progress) as advance:
-            for start in range(0, len(rows), self.batch_size):
-                chunk = rows[start:start + self.batch_size]
+            for chunk in self._chunks(rows, params.n):
                 for (r, *_), comp in zip(chunk, self._generate_rows(chunk, params, torch), strict=True):
                     out[r].append(comp)
                 advance(len(chunk))
         return out
+
+    def _chunks(self, rows: list[Any], n: int) -> list[list[Any]]:
+        """The batches ``rows`` are decoded in: consecutive slices of ``batch_size`` rows."""
+        return [rows[i:i + self.batch_size] for i in range(0, len(rows), self.batch_size)]
 
     def _encode(self, req: GenerationRequest) -> tuple[list[int], int]:
         """Prompt token ids, and how many of them are the conversation before the last message
@@ -361,14 +364,10 @@ class HFPolicy:
                            use_cache=True, logits_to_keep=1)
         return cache
 
-    def _batch_cache(self, chunk: list[tuple[int, list[int], int, int | None]], width: int, torch: Any
-                     ) -> Any:
-        """One KV cache for the rows of ``chunk``: each request's prompt (all but its last token) is
-        run once, copied to its rows and left-padded to ``width - 1`` positions (the padding is
-        masked out, and positions come from the attention mask, so a row sees exactly what it
-        would alone)."""
-        from transformers import DynamicCache
-
+    def _prompt_parts(self, chunk: list[tuple[int, list[int], int, int | None]], width: int, torch: Any
+                      ) -> list[tuple[Any, int, int]]:
+        """``(KV cache of the prompt but its last token, rows, left padding to width - 1)`` for each
+        run of consecutive rows of one request in ``chunk``: the prompt is run once per run."""
         parts = []
         i = 0
         while i < len(chunk):
@@ -379,6 +378,17 @@ class HFPolicy:
             cache = self._prefill(ids[:-1], min(shared, len(ids) - 1), torch)
             parts.append((cache, j - i, width - len(ids)))
             i = j
+        return parts
+
+    def _batch_cache(self, chunk: list[tuple[int, list[int], int, int | None]], width: int, torch: Any
+                     ) -> Any:
+        """One KV cache for the rows of ``chunk``: each request's prompt (all but its last token) is
+        run once, copied to its rows and left-padded to ``width - 1`` positions (the padding is
+        masked out, and positions come from the attention mask, so a row sees exactly what it
+        would alone)."""
+        from transformers import DynamicCache
+
+        parts = self._prompt_parts(chunk, width, torch)
         if len(parts) == 1 and parts[0][2] == 0:
             cache, n, _ = parts[0]
             cache.batch_repeat_interleave(n)
@@ -400,6 +410,21 @@ class HFPolicy:
                        params: SamplingParams, torch: Any) -> list[Completion]:
         """One sample per row of ``chunk`` (rows of one or several requests, each row ``(request,
         prompt ids, shared prefix length, seed)``)."""
+        return self._completions(self._decode(chunk, params, torch), chunk, params)
+
+    def _row_generators(self, chunk: list[tuple[int, list[int], int, int | None]], torch: Any
+                        ) -> list[Any]:
+        """One CPU ``torch.Generator`` per row, seeded from the row's seed (a fresh seed if None)."""
+        gens = []
+        for *_, s in chunk:
+            g = torch.Generator(device="cpu")
+            g.manual_seed(s if s is not None else torch.seed())
+            gens.append(g)
+        return gens
+
+    def _decode(self, chunk: list[tuple[int, list[int], int, int | None]], params: SamplingParams,
+                torch: Any) -> list[list[int]]:
+        """The new token ids of each row (``model.generate``; finished rows padded)."""
         tok = self.tokenizer
         pad = tok.pad_token_id
         width = max(len(ids) for _, ids, _, _ in chunk)
@@ -412,25 +437,29 @@ class HFPolicy:
                                   "pad_token_id": pad, "num_beams": 1, self._cache_kw: cache,
                                   "attention_mask": mask,
                                   "temperature": None, "top_p": None, "top_k": None}
-        seeds = [seed for *_, seed in chunk]
         if params.temperature > 0:
-            gens = []
-            for s in seeds:
-                g = torch.Generator(device="cpu")
-                g.manual_seed(s if s is not None else torch.seed())
-                gens.append(g)
             from transformers import LogitsProcessorList
 
             kwargs["logits_processor"] = LogitsProcessorList(
-                [_GumbelSampler(gens, params.temperature, params.top_p)])
+                [_GumbelSampler(self._row_generators(chunk, torch), params.temperature, params.top_p)])
         if params.stop:
             kwargs["stop_strings"] = list(params.stop)
             kwargs["tokenizer"] = tok
         with torch.no_grad():
             out = self.model.generate(input_ids=input_ids, **kwargs)
-        gen = out[:, width:].tolist()
-        eos = {t for t in [tok.eos_token_id, *(_as_list(self.model.generation_config.eos_token_id))]
-               if t is not None}
+        return out[:, width:].tolist()
+
+    def _eos_ids(self) -> set[int]:
+        tok = self.tokenizer
+        return {t for t in [tok.eos_token_id, *(_as_list(self.model.generation_config.eos_token_id))]
+                if t is not None}
+
+    def _completions(self, gen: list[list[int]], chunk: list[tuple[int, list[int], int, int | None]],
+                     params: SamplingParams) -> list[Completion]:
+        """Completions from each row's new token ids (cut at the first end-of-sequence)."""
+        tok = self.tokenizer
+        pad = tok.pad_token_id
+        eos = self._eos_ids()
         comps = []
         for row, (_, ids, _, _) in zip(gen, chunk, strict=True):
             # Tokens up to and including the first end-of-sequence; the rest is padding.

@@ -1,0 +1,294 @@
+"""``torch``: a transformers model decoded by prmkit's own batched loop, in bfloat16 where the
+hardware computes it natively.
+
+Why a loop of our own. On a 2-core CPU, ``model.generate`` spends more than half of each decode step
+outside the matrix products that must be done: building masks and position ids, growing the KV cache
+by concatenation, the attention dispatcher, per-step Python in the generation utilities. With the
+weights in bfloat16 (about twice the fp32 matrix throughput on a CPU with AVX512-BF16 or AMX) those
+overheads are most of the time. This backend loads the model with transformers (any folder, hub id or
+GGUF file ``hf`` takes, adapters merged the same way), runs the prompt through transformers (once per
+request, copied to its rows, as ``hf`` does), and then decodes with:
+
+- one preallocated KV buffer per layer (no concatenation), a single fused q/k/v product and a single
+  fused gate/up product per layer, grouped-query attention computed per key/value head without
+  repeating keys, the additive padding mask built once per batch;
+- the same rotary embedding module, RMSNorm arithmetic and per-row seeded Gumbel-max sampling as
+  ``hf`` — so at float32 it produces ``hf``'s completions (checked by the tests), and a request's
+  completions do not depend on the rest of its batch.
+
+Supported architectures: Llama-style decoders (``llama``, ``qwen2``, ``mistral`` within its sliding
+window) — the model family of the embedded default and most small open models. Anything else falls
+back to ``model.generate`` (``describe()["engine"]`` says which ran).
+
+``dtype="auto"`` (the default) is bfloat16 where the CPU reports native bfloat16 support (or on a CUDA
+device with it) and float32 otherwise. bfloat16 changes the logits by rounding, so sampled texts differ
+from float32's; ``benchmarks/generate.py --quality`` compares the pass@1 they reach.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prmkit.policies._base import SamplingParams
+from prmkit.policies._hf import HFPolicy, _GumbelSampler, _torch
+
+__all__ = ["TorchPolicy", "native_bf16", "decode_support"]
+
+#: ``config.model_type`` values the decode loop implements.
+SUPPORTED = ("llama", "qwen2", "mistral")
+
+
+def native_bf16(device: str = "cpu") -> bool:
+    """Whether ``device`` computes bfloat16 matrix products natively (oneDNN's AVX512-BF16 / AMX
+    check on CPU; ``torch.cuda.is_bf16_supported`` on CUDA)."""
+    torch = _torch()
+    try:
+        if device.startswith("cuda"):
+            return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+        return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def decode_support(model: Any) -> str | None:
+    """None if the decode loop can run ``model``, else why not (the backend then uses
+    ``model.generate``)."""
+    cfg = model.config
+    kind = getattr(cfg, "model_type", None)
+    if kind not in SUPPORTED:
+        return f"model type {kind!r} is not one of {', '.join(SUPPORTED)}"
+    if getattr(cfg, "hidden_act", "silu") != "silu":
+        return f"activation {cfg.hidden_act!r} (only silu)"
+    inner = getattr(model, "model", None)
+    if inner is None or not hasattr(inner, "layers") or not hasattr(inner, "rotary_emb"):
+        return "not a decoder with .model.layers and .model.rotary_emb"
+    for layer in inner.layers:
+        at = layer.self_attn
+        if any(hasattr(at, n) for n in ("q_norm", "k_norm")):
+            return "attention with q/k norms"
+    return None
+
+
+class _Plan:
+    """The decoder's weights arranged for the loop: fused q/k/v and gate/up matrices per layer."""
+
+    def __init__(self, lm: Any, torch: Any) -> None:
+        cfg, inner = lm.config, lm.model
+        self.nh = cfg.num_attention_heads
+        self.kvh = getattr(cfg, "num_key_value_heads", None) or self.nh
+        self.hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.nh
+        self.hidden = cfg.hidden_size
+        self.eps = cfg.rms_norm_eps
+        self.scale = self.hd ** -0.5
+        window = getattr(cfg, "sliding_window", None)
+        self.window = window if (window and getattr(cfg, "use_sliding_window", True)) else None
+        self.embed = inner.embed_tokens.weight
+        self.rotary = inner.rotary_emb
+        self.norm = inner.norm.weight
+        self.lm_head = lm.get_output_embeddings().weight
+        self.splits = [self.nh * self.hd, self.kvh * self.hd, self.kvh * self.hd]
+
+        def cat_bias(*mods):
+            if all(getattr(m, "bias", None) is None for m in mods):
+                return None
+            return torch.cat([m.bias if m.bias is not None else
+                              torch.zeros(m.weight.shape[0], dtype=m.weight.dtype, device=m.weight.device)
+                              for m in mods])
+
+        self.layers = []
+        with torch.no_grad():
+            for layer in inner.layers:
+                at, mlp = layer.self_attn, layer.mlp
+                qkv = (at.q_proj, at.k_proj, at.v_proj)
+                gu = (mlp.gate_proj, mlp.up_proj)
+                self.layers.append((
+                    layer.input_layernorm.weight,
+                    torch.cat([m.weight for m in qkv]), cat_bias(*qkv),
+                    at.o_proj.weight, at.o_proj.bias,
+                    layer.post_attention_layernorm.weight,
+                    torch.cat([m.weight for m in gu]), cat_bias(*gu),
+                    mlp.down_proj.weight, mlp.down_proj.bias,
+                ))
+
+    def rms(self, x: Any, weight: Any, torch: Any) -> Any:
+        # transformers' LlamaRMSNorm: normalise in float32, cast back, then scale.
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return weight * h.to(x.dtype)
+
+    def step(self, tokens: Any, positions: Any, kv: _KV, t: int, torch: Any) -> Any:
+        """Float32 logits ``(rows, vocab)`` of one new token per row (the ``t``-th of the decode),
+        its keys and values written into ``kv``."""
+        F = torch.nn.functional
+        b = tokens.shape[0]
+        nh, kvh, hd = self.nh, self.kvh, self.hd
+        g = nh // kvh
+        x = F.embedding(tokens[:, None], self.embed)  # (b, 1, hidden)
+        cos, sin = self.rotary(x, positions[:, None])  # (b, 1, hd)
+        cos, sin = cos[:, None], sin[:, None]  # (b, 1, 1, hd): broadcast over heads
+        half = hd // 2
+        for i, (n1, wqkv, bqkv, wo, bo, n2, wgu, bgu, wd, bd) in enumerate(self.layers):
+            h = self.rms(x, n1, torch)
+            q, k, v = F.linear(h, wqkv, bqkv).split(self.splits, dim=-1)
+            qk = torch.cat((q, k), dim=-1).view(b, nh + kvh, 1, hd)
+            qk = qk * cos + torch.cat((-qk[..., half:], qk[..., :half]), dim=-1) * sin
+            q, k = qk.float().split((nh, kvh), dim=1)
+            kv.keys[i][:, :, t] = k[:, :, 0]
+            kv.values[i][:, :, t] = v.view(b, kvh, hd)
+            o = kv.attend(i, q.reshape(b, kvh, g, hd), t, self.scale, torch)
+            x = x + F.linear(o.reshape(b, 1, nh * hd).to(x.dtype), wo, bo)
+            h = self.rms(x, n2, torch)
+            gate, up = F.linear(h, wgu, bgu).chunk(2, dim=-1)
+            x = x + F.linear(F.silu(gate) * up, wd, bd)
+        return F.linear(self.rms(x, self.norm, torch)[:, 0], self.lm_head).float()
+
+
+class _KV:
+    """The KV cache of one decode batch: ``groups`` of ``n`` rows each (the samples of one prompt).
+
+    A group's prompt keys and values are stored once (``prompt_keys[i]``: ``(groups, kv heads,
+    prompt positions, head dim)``, left-padded, with an additive mask) and each row's new tokens apart
+    (``keys[i]``: ``(rows, kv heads, new tokens, head dim)``). Attention reads the prompt once per group
+    for all its rows' queries — on a CPU, reading the cache is most of attention's cost — and joins the
+    two parts in one softmax. Float32: CPU batched products over slices of it run without copies.
+    """
+
+    def __init__(self, parts: list[tuple[Any, int, int]], n: int, prompt: int, new: int, kvh: int,
+                 hd: int, device: Any, torch: Any) -> None:
+        groups = len(parts)
+        self.groups, self.n = groups, n
+        f32 = torch.float32
+        self.prompt_keys, self.prompt_values = [], []
+        self.mask = torch.zeros(groups, 1, 1, prompt, dtype=f32, device=device)
+        for gi, (_, _, pad) in enumerate(parts):
+            self.mask[gi, ..., :pad] = float("-inf")
+        for layer in range(len(parts[0][0].layers)):
+            pk = torch.zeros(groups, kvh, prompt, hd, dtype=f32, device=device)
+            pv = torch.zeros(groups, kvh, prompt, hd, dtype=f32, device=device)
+            for gi, (cache, _, pad) in enumerate(parts):
+                if pad == prompt:  # a one-token prompt: nothing before the token decoded first
+                    continue
+                pk[gi, :, pad:] = cache.layers[layer].keys[0]
+                pv[gi, :, pad:] = cache.layers[layer].values[0]
+            self.prompt_keys.append(pk)
+            self.prompt_values.append(pv)
+        rows = groups * n
+        self.keys = [torch.empty(rows, kvh, new, hd, dtype=f32, device=device) for _ in self.prompt_keys]
+        self.values = [torch.empty(rows, kvh, new, hd, dtype=f32, device=device) for _ in self.prompt_keys]
+        self.prompt = prompt
+
+    def attend(self, i: int, q: Any, t: int, scale: float, torch: Any) -> Any:
+        """Attention output ``(rows, kv heads, group, head dim)`` for queries ``q`` of that shape
+        over the prompt and new positions ``0..t``."""
+        b, kvh, g, hd = q.shape
+        G, n, P = self.groups, self.n, self.prompt
+        # The prompt part: a group's rows' queries stacked against its prompt's keys.
+        qp = q.view(G, n, kvh, g, hd).transpose(1, 2).reshape(G, kvh, n * g, hd)
+        sp = torch.matmul(qp, self.prompt_keys[i].transpose(-1, -2)) * scale + self.mask
+        sp = sp.view(G, kvh, n, g, P).transpose(1, 2).reshape(b, kvh, g, P)
+        sg = torch.matmul(q, self.keys[i][:, :, :t + 1].transpose(-1, -2)) * scale
+        p = torch.softmax(torch.cat((sp, sg), dim=-1), dim=-1)
+        pp, pg = p.split((P, t + 1), dim=-1)
+        pp = pp.reshape(G, n, kvh, g, P).transpose(1, 2).reshape(G, kvh, n * g, P)
+        op = torch.matmul(pp, self.prompt_values[i]).view(G, kvh, n, g, hd).transpose(1, 2)
+        return op.reshape(b, kvh, g, hd) + torch.matmul(pg, self.values[i][:, :, :t + 1])
+
+
+class TorchPolicy(HFPolicy):
+    """A ``transformers`` causal LM decoded by prmkit's own batched loop (see the module docstring).
+
+    Takes what ``hf`` takes; ``dtype="auto"``: bfloat16 where the device computes it natively, else
+    float32. ``batch_size``: rows decoded together (rows of several requests share a batch; a CPU
+    decode step costs little more for 64 rows than for 16).
+    """
+
+    name = "torch"
+
+    def __init__(self, model: str | None = None, *, gguf_file: str | None = None,
+                 adapter: str | None = "default", batch_size: int = 64, device: str | None = None,
+                 dtype: str | None = "auto", chat_template: str | None = None,
+                 trust_remote_code: bool = False, progress: bool = True, allow_pickle: bool = False) -> None:
+        torch = _torch()
+        if dtype == "auto":
+            dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
+            dtype = "bfloat16" if native_bf16(dev) else "float32"
+        super().__init__(model, gguf_file=gguf_file, adapter=adapter, batch_size=batch_size,
+                         device=device, dtype=dtype, chat_template=chat_template,
+                         trust_remote_code=trust_remote_code, progress=progress,
+                         allow_pickle=allow_pickle)
+        self.fallback = decode_support(self.model)
+        self._plan = _Plan(self.model, torch) if self.fallback is None else None
+
+    def describe(self) -> dict[str, Any]:
+        out = super().describe()
+        out["engine"] = "prmkit decode loop" if self._plan is not None else "transformers generate"
+        return out
+
+    def _chunks(self, rows: list[Any], n: int) -> list[list[Any]]:
+        """Batches of whole requests (``batch_size // n`` of them), or slices of one request's rows
+        when ``n > batch_size``: every batch is groups of equal size that share a prompt."""
+        if n > self.batch_size:
+            return [rows[i:i + min(self.batch_size, n - (i % n))]
+                    for i in _slice_starts(len(rows), n, self.batch_size)]
+        step = max(1, self.batch_size // n) * n
+        return [rows[i:i + step] for i in range(0, len(rows), step)]
+
+    def _decode(self, chunk: list[tuple[int, list[int], int, int | None]], params: SamplingParams,
+                torch: Any) -> list[list[int]]:
+        plan = self._plan
+        width = max(len(ids) for _, ids, _, _ in chunk)
+        if plan is None or (plan.window is not None and width - 1 + params.max_new_tokens > plan.window):
+            return super()._decode(chunk, params, torch)
+        tok = self.tokenizer
+        pad = tok.pad_token_id
+        dev = self.model.device
+        rows = len(chunk)
+        with torch.no_grad():
+            parts = self._prompt_parts(chunk, width, torch)
+            n = parts[0][1]
+            if any(p[1] != n for p in parts):  # not from _chunks: fall back to one group per row
+                parts = [(cache, 1, pad) for cache, k, pad in parts for _ in range(k)]
+                n = 1
+            kv = _KV(parts, n, width - 1, params.max_new_tokens, plan.kvh, plan.hd, dev, torch)
+            del parts
+            sampler = (_GumbelSampler(self._row_generators(chunk, torch), params.temperature, params.top_p)
+                       if params.temperature > 0 else None)
+            eos = self._eos_ids()
+            stops = [s for s in params.stop if s]
+            tokens = torch.tensor([ids[-1] for _, ids, _, _ in chunk], device=dev)
+            positions = torch.tensor([len(ids) - 1 for _, ids, _, _ in chunk], device=dev)
+            done = [False] * rows
+            out: list[list[int]] = [[] for _ in range(rows)]
+            for t in range(params.max_new_tokens):
+                logits = plan.step(tokens, positions, kv, t, torch)
+                scores = sampler(None, logits) if sampler is not None else logits
+                picked = scores.argmax(dim=-1).tolist()
+                for r, token in enumerate(picked):
+                    if done[r]:
+                        picked[r] = pad
+                        continue
+                    out[r].append(token)
+                    if token in eos or (stops and _stopped(tok, out[r], stops)):
+                        done[r] = True
+                if all(done):
+                    break
+                tokens = torch.tensor(picked, device=dev)
+                positions = positions + 1
+        return out
+
+
+def _slice_starts(total: int, n: int, size: int) -> list[int]:
+    """Start of each slice of at most ``size`` rows that never crosses a request's ``n`` rows."""
+    starts = []
+    for base in range(0, total, n):
+        starts.extend(range(base, base + n, size))
+    return starts
+
+
+def _stopped(tok: Any, row: list[int], stops: list[str]) -> bool:
+    """Whether the text of ``row`` now contains a stop string (a character whose bytes are not all
+    generated yet is not text yet: the decoder's trailing replacement character is left out)."""
+    text = tok.decode(row, skip_special_tokens=True)
+    if text.endswith("\ufffd"):
+        text = text[:-1]
+    return any(s in text for s in stops)

@@ -1,0 +1,188 @@
+"""The torch backend (prmkit's own decode loop over transformers weights) on tiny local models: at
+float32 it gives hf's completions and transformers' logits; batches of whole requests, slices of one
+request, mixed groups and unsupported architectures; bfloat16 where asked."""
+
+from __future__ import annotations
+
+import pytest
+
+from prmkit.policies import GenerationRequest, SamplingParams, get_policy
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from prmkit.policies._torch import decode_support, native_bf16  # noqa: E402
+
+
+def req(text, key, prefix=""):
+    return GenerationRequest([{"role": "user", "content": text}], prefix=prefix, key=key)
+
+
+# Prompts of different lengths (left padding), one with a prefix to continue.
+REQS = [req("Tom has 3 apples.", "a"), req("She gives away 4: 12 - 4 =", "b", prefix="Step 1:"),
+        req("2 * 3", "c")]
+
+
+def _wide(folder, out, model_cls, config_cls, **extra):
+    """A copy of the tiny model in ``folder`` with wide random weights (default-initialised ones give
+    nearly flat logits, where greedy choices hang on rounding), saved to ``out``."""
+    tok = transformers.AutoTokenizer.from_pretrained(folder)
+    base = transformers.AutoConfig.from_pretrained(folder)
+    cfg = config_cls(vocab_size=base.vocab_size, hidden_size=32, intermediate_size=64,
+                     num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                     max_position_embeddings=512, eos_token_id=base.eos_token_id,
+                     pad_token_id=base.pad_token_id, bos_token_id=base.bos_token_id,
+                     tie_word_embeddings=True, initializer_range=0.3, **extra)
+    torch.manual_seed(1)
+    model = model_cls(cfg)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return str(out)
+
+
+@pytest.fixture(scope="module")
+def wide_lm(tiny_lm, tmp_path_factory):
+    return _wide(tiny_lm, tmp_path_factory.mktemp("wide_llama"), transformers.LlamaForCausalLM,
+                 transformers.LlamaConfig)
+
+
+@pytest.fixture(scope="module")
+def pair(wide_lm):
+    hf = get_policy("hf", model=wide_lm, batch_size=4, progress=False)
+    fast = get_policy("torch", model=wide_lm, batch_size=4, dtype="float32", progress=False)
+    return hf, fast
+
+
+def rows(out):
+    return [[(c.text, c.finish_reason, c.num_tokens, c.prompt_tokens) for c in row] for row in out]
+
+
+@pytest.mark.parametrize("sp", [
+    SamplingParams(n=3, max_new_tokens=12, temperature=1.0, seed=7),
+    SamplingParams(n=2, max_new_tokens=10, temperature=0),
+    SamplingParams(n=3, max_new_tokens=16, temperature=0.7, top_p=0.9, seed=3),
+    SamplingParams(n=1, max_new_tokens=8, temperature=1.0, seed=11),
+], ids=["sampled", "greedy", "top_p", "one_sample"])
+def test_float32_equals_hf(pair, sp):
+    hf, fast = pair
+    assert fast.describe()["engine"] == "prmkit decode loop"
+    a, b = hf.generate(REQS, sp), fast.generate(REQS, sp)
+    assert rows(b) == rows(a)
+    # Wide weights, temperature 1: the samples are not all alike, so equality says something.
+    assert sp.temperature == 0 or len({c.text for row in b for c in row}) > 2
+
+
+def test_stop_strings_equal_hf(pair):
+    hf, fast = pair
+    free = fast.generate(REQS[:1], SamplingParams(n=4, max_new_tokens=30, temperature=1.0, seed=5))[0]
+    stop = next((ch for c in free for ch in c.text[2:] if ch.isascii() and ch.isalnum()), None)
+    assert stop is not None
+    sp = SamplingParams(n=4, max_new_tokens=30, temperature=1.0, seed=5, stop=(stop,))
+    cut = fast.generate(REQS, sp)
+    assert [[c.text for c in row] for row in cut] == [[c.text for c in row] for row in hf.generate(REQS, sp)]
+    for f, c in zip(free, cut[0], strict=True):
+        assert stop not in c.text
+        if stop in f.text:
+            assert c.text == f.text[: f.text.index(stop)] and c.finish_reason == "stop"
+
+
+def test_logits_equal_transformers_forward(wide_lm):
+    """Each decode step's logits equal a plain forward pass over the prompt and the tokens so far."""
+    fast = get_policy("torch", model=wide_lm, batch_size=6, dtype="float32", progress=False)
+    plan = fast._plan
+    seen = []
+    step = plan.step
+
+    def spy(tokens, positions, kv, t, torch_):
+        out = step(tokens, positions, kv, t, torch_)
+        seen.append((tokens.tolist(), out.clone()))
+        return out
+
+    plan.step = spy
+    fast.generate(REQS, SamplingParams(n=2, max_new_tokens=6, temperature=1.0, seed=2))
+    prompts = [fast._encode(r)[0] for r in REQS for _ in range(2)]
+    worst, compared = 0.0, 0
+    for r, prompt in enumerate(prompts):
+        fed = prompt[:-1]
+        for tokens, logits in seen:
+            fed = fed + [tokens[r]]
+            with torch.no_grad():
+                ref = fast.model(torch.tensor([fed])).logits[0, -1]
+            worst = max(worst, (logits[r] - ref).abs().max().item())
+            compared += 1
+    assert compared == 6 * len(seen) and len(seen) >= 2 and worst < 1e-4
+
+
+def test_batched_equals_one_at_a_time(pair):
+    _, fast = pair
+    sp = SamplingParams(n=3, max_new_tokens=12, temperature=1.0, seed=9)
+    together = fast.generate(REQS, sp)
+    alone = [fast.generate([r], sp)[0] for r in reversed(REQS)][::-1]
+    assert rows(together) == rows(alone)
+
+
+def test_batches_are_whole_requests_or_slices_of_one(wide_lm, pair):
+    hf, _ = pair
+    small = get_policy("torch", model=wide_lm, batch_size=2, dtype="float32", progress=False)
+    rows_ = [(r, [1], 0, None) for r in range(3) for _ in range(5)]  # 3 requests x 5 samples
+    chunks = small._chunks(rows_, 5)
+    assert [len(c) for c in chunks] == [2, 2, 1] * 3
+    assert all(len({r for r, *_ in c}) == 1 for c in chunks)
+    small.batch_size = 11
+    assert [len(c) for c in small._chunks(rows_, 5)] == [10, 5]
+    # n larger than the batch: slices of one request, still hf's completions.
+    sp = SamplingParams(n=5, max_new_tokens=8, temperature=1.0, seed=4)
+    small.batch_size = 2
+    assert rows(small.generate(REQS, sp)) == rows(hf.generate(REQS, sp))
+
+
+def test_mixed_groups_fall_back_to_a_group_per_row(pair):
+    """A batch whose requests have unequal numbers of rows (not made by ``_chunks``) still decodes."""
+    hf, fast = pair
+    chunk = []
+    for r, (q, k) in enumerate(zip(REQS, (1, 3, 2), strict=True)):
+        ids, shared = fast._encode(q)
+        chunk += [(r, ids, shared, 100 * r + j) for j in range(k)]
+    sp = SamplingParams(n=1, max_new_tokens=8, temperature=1.0, seed=0)
+    assert fast._decode(chunk, sp, torch) == hf._decode(chunk, sp, torch)
+
+
+def test_qwen2_with_biases_equals_hf(tiny_lm, tmp_path):
+    folder = _wide(tiny_lm, tmp_path / "qwen2", transformers.Qwen2ForCausalLM, transformers.Qwen2Config)
+    hf = get_policy("hf", model=folder, batch_size=4, progress=False)
+    fast = get_policy("torch", model=folder, batch_size=4, dtype="float32", progress=False)
+    assert fast.model.model.layers[0].self_attn.q_proj.bias is not None
+    assert fast.describe()["engine"] == "prmkit decode loop"
+    sp = SamplingParams(n=2, max_new_tokens=10, temperature=1.0, seed=1)
+    assert rows(fast.generate(REQS, sp)) == rows(hf.generate(REQS, sp))
+
+
+def test_unsupported_architecture_uses_generate(tiny_lm, tmp_path):
+    tok = transformers.AutoTokenizer.from_pretrained(tiny_lm)
+    cfg = transformers.GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=2, n_head=4, n_positions=256,
+                                  eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id,
+                                  pad_token_id=tok.pad_token_id)
+    torch.manual_seed(0)
+    transformers.GPT2LMHeadModel(cfg).save_pretrained(tmp_path / "gpt2")
+    tok.save_pretrained(tmp_path / "gpt2")
+    folder = str(tmp_path / "gpt2")
+    fast = get_policy("torch", model=folder, dtype="float32", progress=False)
+    assert "gpt2" in decode_support(fast.model)
+    assert fast.describe()["engine"] == "transformers generate"
+    hf = get_policy("hf", model=folder, progress=False)
+    sp = SamplingParams(n=2, max_new_tokens=6, temperature=1.0, seed=3)
+    assert rows(fast.generate(REQS, sp)) == rows(hf.generate(REQS, sp))
+
+
+def test_auto_dtype_follows_the_hardware(wide_lm):
+    pol = get_policy("torch", model=wide_lm, progress=False)
+    assert pol.describe()["dtype"] == ("bfloat16" if native_bf16("cpu") else "float32")
+
+
+def test_bfloat16_decodes_and_repeats(wide_lm):
+    pol = get_policy("torch", model=wide_lm, dtype="bfloat16", batch_size=4, progress=False)
+    sp = SamplingParams(n=3, max_new_tokens=12, temperature=1.0, seed=7)
+    a, b = pol.generate(REQS, sp), pol.generate(REQS, sp)
+    assert rows(a) == rows(b)
+    assert all(c.num_tokens > 0 and c.finish_reason in ("stop", "length") for row in a for c in row)
+    assert pol.describe()["dtype"] == "bfloat16"
