@@ -1,28 +1,29 @@
 """Generation throughput on the embedded default (SmolLM2-135M-Instruct + arith adapter, this CPU).
 
-    python benchmarks/generate.py                       # hf vs ct2 at 16 and 64 rows, llama.cpp batched
-    python benchmarks/generate.py --quality 64          # + pass@1 of hf and ct2 on 64 arith problems
+    python benchmarks/generate.py                       # hf vs ct2 vs torch at 16 and 64 rows, llama.cpp
+    python benchmarks/generate.py --quality 64          # + pass@1 of each backend on 64 arith problems
     python benchmarks/generate.py --skip-llamacpp       # without the llama.cpp engine
 
 The same requests (arith problems with the default policy's zero-shot prompt, N samples each, at most
 ``--max-tokens`` new tokens, temperature 0.7) go to:
 
-1. ``hf`` (transformers, fp32, per-row seeded sampling) and ``ct2`` (CTranslate2, int8, the default
-   backend) at 16 and at 64 rows per batch. Each mode's tokens/s is the median over ``--repeats``
-   runs, the modes alternating so a change in machine load hits all of them.
+1. ``hf`` (transformers ``generate``, float32, per-row seeded sampling: the baseline), ``ct2``
+   (CTranslate2, int8) and ``torch`` (prmkit's own decode loop over the transformers weights, bfloat16
+   where the CPU computes it natively) at 16 and at 64 rows per batch. Each mode's tokens/s is the
+   median over ``--repeats`` runs, the modes alternating so a change in machine load hits all of them.
 2. llama.cpp's batched decoding (llama-cpp-python's low-level API over SmolLM2's Q4_1 GGUF, no
    adapter — the adapter does not change the cost of a token): each prompt forwarded once, its KV
    cache copied to its N sequences, then one ``llama_decode`` per step over every live sequence, each
-   with its own seeded top-k/temperature sampler. This is the second engine measured for the choice.
-   It runs in a child process: a llama.cpp compiled natively on a CPU that reports AMX its kernel
-   does not enable dies of SIGILL (seen on this project's machines); build one that runs with
-   ``CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=ON
-   -DGGML_AVX512_VNNI=ON" pip install --no-deps --target DIR llama-cpp-python`` and put DIR first
-   on ``PYTHONPATH``.
-3. ``--quality P``: pass@1 of ``hf`` and ``ct2`` on P arith problems (the engine must not make the
-   policy worse), with 95% Wilson intervals.
+   with its own seeded top-k/temperature sampler. It runs in a child process: a llama.cpp compiled
+   natively on a CPU that reports AMX its kernel does not enable dies of SIGILL (seen on this
+   project's machines); build one that runs with ``CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON
+   -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON" pip install --no-deps
+   --target DIR llama-cpp-python`` and put DIR first on ``PYTHONPATH``.
+3. ``--quality P``: pass@1 of each of ``--quality-backends`` on P arith problems (the engine must not
+   make the policy worse), with 95% Wilson intervals.
 
-The ratio of ``ct2`` to ``hf`` at 64 rows is printed last.
+The ratios of the default backend (:func:`prmkit.policies.default_backend` on this machine) to ``hf``
+at 16 and at 64 rows are printed last.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import sys
 import time
 
 from prmkit.envs import ArithConfig, ArithEnv, PromptBuilder
-from prmkit.policies import SamplingParams, get_policy
+from prmkit.policies import SamplingParams, default_backend, get_policy
 
 
 def requests_for(problems: int, policy, start: int = 0):
@@ -54,25 +55,28 @@ def timed(policy, requests, params) -> tuple[int, float, list]:
     return sum(c.num_tokens for row in out for c in row), seconds, out
 
 
+BACKENDS = ("hf", "ct2", "torch")
+
+
 def bench_backends(problems: int, n: int, max_tokens: int, repeats: int) -> dict[str, float]:
-    hf = get_policy("hf", progress=False)
-    ct2 = get_policy("ct2", progress=False)
-    _, reqs = requests_for(problems, hf)
+    pols = {name: get_policy(name, progress=False) for name in BACKENDS}
+    _, reqs = requests_for(problems, pols["hf"])
     params = SamplingParams(n=n, max_new_tokens=max_tokens, temperature=0.7, seed=0)
-    for pol in (hf, ct2):
+    for pol in pols.values():
         pol.generate(reqs[:1], SamplingParams(n=1, max_new_tokens=4))  # warm-up, caches
-    # Another process on the CPU slows both backends unevenly: say how loaded the machine was.
+    # Another process on the CPU slows backends unevenly: say how loaded the machine was.
     print(f"load average (1 min) at the start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
-    print(f"{problems} problems x {n} samples x <= {max_tokens} new tokens, T 0.7, zero-shot arith prompt; "
-          f"hf: {hf.model_id} ({hf.describe()['dtype']}); ct2: {ct2.model_id} ({ct2.compute_type})")
+    desc = "; ".join(f"{name}: {pol.model_id} ({pol.describe().get('dtype') or pol.describe().get('compute_type')})"
+                     for name, pol in pols.items())
+    print(f"{problems} problems x {n} samples x <= {max_tokens} new tokens, T 0.7, zero-shot arith prompt; {desc}")
     rates: dict[str, list[float]] = {}
     for r in range(repeats):
         for bs in (16, 64):
-            for name, pol in (("hf", hf), ("ct2", ct2)):
+            for name, pol in pols.items():
                 pol.batch_size = bs
                 tokens, seconds, _ = timed(pol, reqs, params)
                 rates.setdefault(f"{name}@{bs}", []).append(tokens / seconds)
-                print(f"  repeat {r + 1} {name:>4} batch {bs:>2}: {tokens} tokens in {seconds:.1f} s = "
+                print(f"  repeat {r + 1} {name:>5} batch {bs:>2}: {tokens} tokens in {seconds:.1f} s = "
                       f"{tokens / seconds:.1f} tokens/s", flush=True)
     med = {k: statistics.median(v) for k, v in rates.items()}
     print(f"load average (1 min) at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs", flush=True)
@@ -236,7 +240,7 @@ def main() -> None:
     ap.add_argument("--quality", type=int, default=0, metavar="P", help="pass@1 on P arith problems")
     ap.add_argument("--llamacpp-rows", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--quality-n", type=int, default=4, help="samples per problem for --quality")
-    ap.add_argument("--quality-backends", default="hf,ct2", help="backends --quality compares")
+    ap.add_argument("--quality-backends", default="hf,ct2,torch", help="backends --quality compares")
     ap.add_argument("--skip-speed", action="store_true", help="only --quality")
     args = ap.parse_args()
     command = shlex.join(["python", "benchmarks/generate.py", *sys.argv[1:]])
@@ -252,8 +256,12 @@ def main() -> None:
     print(f"reproduce: {command}")
     if med is None:
         return
-    print(f"ratio ct2/hf at 16 rows: {med['ct2@16'] / med['hf@16']:.2f}")
-    print(f"ratio ct2/hf at 64 rows: {med['ct2@64'] / med['hf@64']:.2f}")
+    for name in BACKENDS[1:]:
+        print(f"{name}/hf: {med[f'{name}@16'] / med['hf@16']:.2f} at 16 rows, "
+              f"{med[f'{name}@64'] / med['hf@64']:.2f} at 64 rows")
+    default = default_backend()
+    print(f"ratio default ({default})/hf at 16 rows: {med[f'{default}@16'] / med['hf@16']:.2f}")
+    print(f"ratio default ({default})/hf at 64 rows: {med[f'{default}@64'] / med['hf@64']:.2f}")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
     python benchmarks/label_cost.py                       # SmolLM2 (the default policy), 8 traces, k=4
     python benchmarks/label_cost.py --traces 32 --k 8     # bigger
     python benchmarks/label_cost.py --quick               # a fake policy, seconds, no model
-    python benchmarks/label_cost.py --compare-backends    # Monte Carlo rollouts/s: ct2 against hf
+    python benchmarks/label_cost.py --compare-backends    # Monte Carlo rollouts/s: ct2, torch against hf
 
 1. Traces: ``--traces`` problems of the built-in ``arith`` environment (``--steps`` operations), one
    sampled solution each from the policy (``prmkit generate``'s sampling: seeded, steps one per line,
@@ -16,9 +16,10 @@
    verdict; ``mc`` uses ``mc_hard``), coverage (steps labelled), rollouts and tokens per trace, and wall
    time. The ratio of rollouts is printed last, after the command that reproduces the run.
 
-``--compare-backends`` instead labels the same SmolLM2 traces with ``mc`` twice, once with the ``hf``
-backend and once with ``ct2`` (fresh stores, same ``k``, seed and token limit), prints rollouts/s and
-the labels' agreement with the symbolic ones for each, and the ratio of rollouts/s (ct2 / hf) last.
+``--compare-backends`` instead labels the same SmolLM2 traces with ``mc`` once per local backend
+(``hf``, ``ct2``, ``torch``; fresh stores, same ``k``, seed and token limit), prints rollouts/s and the
+labels' agreement with the symbolic ones for each, and the ratios of rollouts/s to ``hf`` last, the
+default backend's on the last line.
 
 ``--quick`` replaces the model with a fake policy that continues a prefix correctly with probability
 0.7 when every step so far is right (by the symbolic checker) and 0.05 otherwise, on reference
@@ -122,7 +123,7 @@ def evaluate(traces: Sequence[Trace], source: str, threshold: float = 0.5) -> di
 def compare_backends(traces: Sequence[Trace], args: argparse.Namespace, tmp: Path) -> None:
     """Monte Carlo labels of the same traces with each local backend: rollouts/s, agreement."""
     rates = {}
-    for backend in ("hf", "ct2"):
+    for backend in ("hf", "ct2", "torch"):
         policy = get_policy(backend, progress=False)
         labelled = copy.deepcopy(traces)
         with LabelStore(tmp / f"speed-{backend}.sqlite") as store, \
@@ -138,7 +139,10 @@ def compare_backends(traces: Sequence[Trace], args: argparse.Namespace, tmp: Pat
               f"step agreement {q['agreement']:.3f}, first-error acc {q['first_error_acc']:.3f}", flush=True)
         del policy
     print(f"\nreproduce: {shlex.join(['python', 'benchmarks/label_cost.py', *sys.argv[1:]])}")
-    print(f"ratio rollouts/s ct2/hf: {rates['ct2'] / rates['hf']:.2f}")
+    for backend in ("ct2", "torch"):
+        print(f"rollouts/s {backend}/hf: {rates[backend] / rates['hf']:.2f}")
+    default = default_backend()
+    print(f"ratio rollouts/s default ({default})/hf: {rates[default] / rates['hf']:.2f}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -154,9 +158,9 @@ def main(argv: list[str] | None = None) -> None:
                     help="hf: generate in N worker processes (each loads the model); 0 = here")
     ap.add_argument("--quick", action="store_true", help="a fake policy instead of SmolLM2")
     ap.add_argument("--compare-backends", action="store_true",
-                    help="Monte Carlo rollouts/s of the ct2 backend against hf on the same traces")
-    ap.add_argument("--policy", default=None, help="backend for sampling and labeling (default: ct2 "
-                    "where installed, else hf)")
+                    help="Monte Carlo rollouts/s of the ct2 and torch backends against hf on the same traces")
+    ap.add_argument("--policy", default=None, help="backend for sampling and labeling (default: "
+                    "prmkit.policies.default_backend())")
     ap.add_argument("--all", action="store_true",
                     help="also advantage, judge (the policy as its own judge) and consensus, for the quality table")
     args = ap.parse_args(argv)

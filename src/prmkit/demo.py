@@ -50,7 +50,7 @@ class DemoConfig:
     env_seed: int = 0
     seed: int = 0
     max_new_tokens: int = 80
-    #: Policy backend (ct2 where CTranslate2 is installed, else hf); recorded so a run with another
+    #: Policy backend (:func:`~prmkit.policies.default_backend`); recorded so a run with another
     #: backend is not resumed into this one.
     policy: str = field(default_factory=lambda: _default_backend())
     mc_traces: int = 8               #: traces that also get Monte Carlo labels

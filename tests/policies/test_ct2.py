@@ -159,8 +159,14 @@ def test_resumed_file_equals_uninterrupted(tmp_path, policy):
     assert strip(part) == strip(full)
 
 
-def test_default_backend_is_ct2_where_installed():
+def test_default_backend_is_ct2_where_installed_and_bf16_is_not_native(monkeypatch):
+    from prmkit.policies import _base, native_bf16
+
+    assert default_backend() == ("torch" if native_bf16("cpu") else "ct2")
+    monkeypatch.setattr(_base, "native_bf16", lambda device="cpu": False)
     assert default_backend() == "ct2"
+    monkeypatch.setattr(_base, "native_bf16", lambda device="cpu": True)
+    assert default_backend() == "torch"
 
 
 def test_bad_compute_type_is_refused(tiny_lm, cache):

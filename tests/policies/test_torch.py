@@ -11,7 +11,8 @@ from prmkit.policies import GenerationRequest, SamplingParams, get_policy
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from prmkit.policies._torch import decode_support, native_bf16  # noqa: E402
+from prmkit.policies import native_bf16  # noqa: E402
+from prmkit.policies._torch import decode_support  # noqa: E402
 
 
 def req(text, key, prefix=""):

@@ -43,7 +43,7 @@ def generate(
     max_new_tokens: Annotated[int, typer.Option(help="Longest completion, in tokens.")] = 128,
     seed: Annotated[int, typer.Option(help="Sampling seed (per problem and sample).")] = 0,
     batch_size: Annotated[int | None, typer.Option(
-        help="Local backends: rows decoded together (default: ct2 64, hf 32).")] = None,
+        help="Local backends: rows decoded together (default: torch 64, ct2 64, hf 16).")] = None,
     problems_per_call: Annotated[int, typer.Option(help="Problems sent to the backend at once.")] = 4,
     no_labels: Annotated[bool, typer.Option("--no-labels", help="Skip symbolic step labels.")] = False,
     overwrite: Annotated[bool, typer.Option(help="Start afresh instead of resuming.")] = False,

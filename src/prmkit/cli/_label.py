@@ -78,7 +78,7 @@ def label(
 
     Example: prmkit label --method binary -k 8 --max-rollouts 64 traces.jsonl labelled.jsonl
     Rollouts are committed to the label store as they complete: rerun the same command after an
-    interrupt and only the missing rollouts are made; with a batch-invariant policy (hf, or ct2 with
+    interrupt and only the missing rollouts are made; with a batch-invariant policy (hf, torch, or ct2 with
     -p batch_invariant=true) the labels are the same as an uninterrupted run. An interrupted run
     leaves no OUT, so a rerun is never refused; a finished OUT is replaced only with --overwrite
     (which keeps the store: delete it too to make new rollouts). A labeler takes the

@@ -171,7 +171,7 @@ def _warn_unreproducible(runtimes: dict[str, _Runtime], store: LabelStore, repor
             report.issues.append(
                 f"resuming with policy {info.name!r} ({rt.channel.kind}), which cannot promise the same "
                 f"completions for the same request: the rollouts made now may differ from those an "
-                f"uninterrupted run would have made (reproducible: hf, ct2 with "
+                f"uninterrupted run would have made (reproducible: hf, torch, ct2 with "
                 f"batch_invariant=true, scripted)")
 
 

@@ -1,5 +1,7 @@
-"""Generation backends behind one interface: ``ct2`` (CTranslate2, the fast local default), ``hf``
-(transformers, GGUF included), ``openai_compat``
+"""Generation backends behind one interface: ``torch`` (prmkit's own batched decode loop over
+transformers weights, bfloat16 — the local default where the hardware computes bfloat16 natively),
+``ct2`` (CTranslate2 int8, the default elsewhere), ``hf`` (transformers ``generate``, GGUF included),
+``openai_compat``
 (vLLM, llama.cpp server, Ollama) and ``scripted`` (deterministic, for tests).
 
 Sampling traces from a policy (the ``prmkit generate`` stage) lives in :mod:`prmkit.generate`."""
@@ -15,6 +17,7 @@ from prmkit.policies._base import (
     derive_seed,
     get_policy,
     load_policy,
+    native_bf16,
     register_policy,
 )
 from prmkit.policies._cache import CACHE_KINDS, CacheEntry, cache_entries, clear_cache
@@ -31,5 +34,5 @@ from prmkit.policies._scripted import ScriptedPolicy
 __all__ = ["POLICIES", "Completion", "GenerationRequest", "Policy", "SamplingParams", "apply_stop",
            "default_backend", "derive_seed", "get_policy", "register_policy", "ScriptedPolicy", "PolicyServerError",
            "PolicyConnectionError", "PolicyTimeoutError", "PolicyHTTPError", "PolicyResponseError", "load_policy",
-           "cache_dir", "default_policy_model", "gguf_cache_dir", "load_causal_lm",
+           "native_bf16", "cache_dir", "default_policy_model", "gguf_cache_dir", "load_causal_lm",
            "CACHE_KINDS", "CacheEntry", "cache_entries", "clear_cache"]

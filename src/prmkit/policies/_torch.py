@@ -29,25 +29,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from prmkit.policies._base import SamplingParams
+from prmkit.policies._base import SamplingParams, native_bf16
 from prmkit.policies._hf import HFPolicy, _GumbelSampler, _torch
 
-__all__ = ["TorchPolicy", "native_bf16", "decode_support"]
+__all__ = ["TorchPolicy", "decode_support"]
 
 #: ``config.model_type`` values the decode loop implements.
 SUPPORTED = ("llama", "qwen2", "mistral")
-
-
-def native_bf16(device: str = "cpu") -> bool:
-    """Whether ``device`` computes bfloat16 matrix products natively (oneDNN's AVX512-BF16 / AMX
-    check on CPU; ``torch.cuda.is_bf16_supported`` on CUDA)."""
-    torch = _torch()
-    try:
-        if device.startswith("cuda"):
-            return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
-        return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):
-        return False
 
 
 def decode_support(model: Any) -> str | None:
