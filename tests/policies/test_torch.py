@@ -187,3 +187,31 @@ def test_bfloat16_decodes_and_repeats(wide_lm):
     assert rows(a) == rows(b)
     assert all(c.num_tokens > 0 and c.finish_reason in ("stop", "length") for row in a for c in row)
     assert pol.describe()["dtype"] == "bfloat16"
+
+
+def test_finished_groups_leave_the_batch(pair, monkeypatch):
+    """Rows that end early (stop strings here) leave the batch by whole groups; the rest decode on
+    and every completion is still hf's."""
+    from prmkit.policies import _torch
+
+    hf, fast = pair
+    calls = []
+    keep = _torch._KV.keep
+
+    def spy(self, groups, torch_):
+        calls.append(len(groups))
+        return keep(self, groups, torch_)
+
+    monkeypatch.setattr(_torch._KV, "keep", spy)
+    many = [req(f"Tom has {k} apples and {k + 2} pears.", f"k{k}") for k in range(8)]
+    free = fast.generate(many, SamplingParams(n=1, max_new_tokens=24, temperature=1.0, seed=6))
+    stop = max("aeiou", key=lambda ch: sum(ch in row[0].text for row in free))
+    sp = SamplingParams(n=1, max_new_tokens=24, temperature=1.0, seed=6, stop=(stop,))
+    fast.batch_size = 8
+    try:
+        got = fast.generate(many, sp)
+    finally:
+        fast.batch_size = 4
+    assert calls and calls == sorted(calls, reverse=True) and calls[-1] < 8
+    assert rows(got) == rows(hf.generate(many, sp))
+    assert len({c.num_tokens for row in got for c in row}) > 2  # rows really ended at different steps

@@ -165,6 +165,18 @@ class _KV:
         self.values = [torch.empty(rows, kvh, new, hd, dtype=f32, device=device) for _ in self.prompt_keys]
         self.prompt = prompt
 
+    def keep(self, groups: Any, torch: Any) -> Any:
+        """Keep only ``groups`` (a tensor of group indices, in order); returns the kept row indices."""
+        n = self.n
+        rows = (groups[:, None] * n + torch.arange(n, device=groups.device)).flatten()
+        self.prompt_keys = [k[groups] for k in self.prompt_keys]
+        self.prompt_values = [v[groups] for v in self.prompt_values]
+        self.mask = self.mask[groups]
+        self.keys = [k[rows] for k in self.keys]
+        self.values = [v[rows] for v in self.values]
+        self.groups = len(groups)
+        return rows
+
     def attend(self, i: int, q: Any, t: int, scale: float, torch: Any) -> Any:
         """Attention output ``(rows, kv heads, group, head dim)`` for queries ``q`` of that shape
         over the prompt and new positions ``0..t``."""
@@ -235,7 +247,7 @@ class TorchPolicy(HFPolicy):
             parts = self._prompt_parts(chunk, width, torch)
             n = parts[0][1]
             if any(p[1] != n for p in parts):  # not from _chunks: fall back to one group per row
-                parts = [(cache, 1, pad) for cache, k, pad in parts for _ in range(k)]
+                parts = [(cache, 1, left) for cache, k, left in parts for _ in range(k)]
                 n = 1
             kv = _KV(parts, n, width - 1, params.max_new_tokens, plan.kvh, plan.hd, dev, torch)
             del parts
@@ -247,13 +259,15 @@ class TorchPolicy(HFPolicy):
             positions = torch.tensor([len(ids) - 1 for _, ids, _, _ in chunk], device=dev)
             done = [False] * rows
             out: list[list[int]] = [[] for _ in range(rows)]
+            live = list(range(rows))  # the chunk's row of each row still decoded
             for t in range(params.max_new_tokens):
                 logits = plan.step(tokens, positions, kv, t, torch)
                 scores = sampler(None, logits) if sampler is not None else logits
                 picked = scores.argmax(dim=-1).tolist()
-                for r, token in enumerate(picked):
+                for j, token in enumerate(picked):
+                    r = live[j]
                     if done[r]:
-                        picked[r] = pad
+                        picked[j] = pad
                         continue
                     out[r].append(token)
                     if token in eos or (stops and _stopped(tok, out[r], stops)):
@@ -262,6 +276,17 @@ class TorchPolicy(HFPolicy):
                     break
                 tokens = torch.tensor(picked, device=dev)
                 positions = positions + 1
+                # Groups whose rows have all ended stop costing a row of every product: once a
+                # quarter of the batch is such groups, copy the rest into a smaller batch.
+                finished = [gi for gi in range(kv.groups) if all(done[live[gi * n + j]] for j in range(n))]
+                if finished and len(finished) * 4 >= kv.groups:
+                    keep = torch.tensor([gi for gi in range(kv.groups) if gi not in set(finished)], device=dev)
+                    idx = kv.keep(keep, torch)
+                    tokens, positions = tokens[idx], positions[idx]
+                    kept = idx.tolist()
+                    live = [live[j] for j in kept]
+                    if sampler is not None:
+                        sampler.generators = [sampler.generators[j] for j in kept]
         return out
 
 
