@@ -132,8 +132,9 @@ POLICIES = Registry("policy backend", {
 
 
 def native_bf16(device: str = "cpu") -> bool:
-    """Whether ``device`` computes bfloat16 matrix products natively (oneDNN's AVX512-BF16 / AMX
-    check on CPU; ``torch.cuda.is_bf16_supported`` on CUDA); False without torch."""
+    """Whether ``device`` computes bfloat16 matrix products natively: on CPU, the AVX512-BF16 or AMX
+    instructions (oneDNN's own bf16 check also passes on plain AVX-512, which only emulates bfloat16);
+    on CUDA, ``torch.cuda.is_bf16_supported``. False without torch or where torch cannot tell."""
     try:
         import torch
     except ImportError:
@@ -141,7 +142,7 @@ def native_bf16(device: str = "cpu") -> bool:
     try:
         if device.startswith("cuda"):
             return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
-        return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
     except (AttributeError, RuntimeError):
         return False
 
