@@ -6,22 +6,26 @@ outside the matrix products that must be done: building masks and position ids, 
 by concatenation, the attention dispatcher, per-step Python in the generation utilities. With the
 weights in bfloat16 (about twice the fp32 matrix throughput on a CPU with AVX512-BF16 or AMX) those
 overheads are most of the time. This backend loads the model with transformers (any folder, hub id or
-GGUF file ``hf`` takes, adapters merged the same way), runs the prompt through transformers (once per
-request, copied to its rows, as ``hf`` does), and then decodes with:
+GGUF file ``hf`` takes, adapters merged the same way), runs each request's prompt through transformers
+once, and then decodes batches of whole requests (:meth:`TorchPolicy._chunks`) with:
 
-- one preallocated KV buffer per layer (no concatenation), a single fused q/k/v product and a single
-  fused gate/up product per layer, grouped-query attention computed per key/value head without
-  repeating keys, the additive padding mask built once per batch;
+- a single fused q/k/v product and a single fused gate/up product per layer;
+- a preallocated float32 KV cache (no concatenation; on a CPU, batched products over slices of a
+  bfloat16 cache copy the slices first, of a float32 one they do not), in two parts (:class:`_KV`):
+  each request's prompt stored once for its N rows and read once per step for all of them, and each
+  row's new tokens; grouped-query attention per key/value head without repeating keys. On a CPU,
+  reading the cache is most of attention's cost, so the shared prompt saves most of it;
+- rows that have all ended leave the batch by whole requests, once they are a quarter of it;
 - the same rotary embedding module, RMSNorm arithmetic and per-row seeded Gumbel-max sampling as
   ``hf`` — so at float32 it produces ``hf``'s completions (checked by the tests), and a request's
-  completions do not depend on the rest of its batch.
+  completions do not depend on the rest of its batch (up to floating-point ties, as with ``hf``).
 
 Supported architectures: Llama-style decoders (``llama``, ``qwen2``, ``mistral`` within its sliding
 window) — the model family of the embedded default and most small open models. Anything else falls
 back to ``model.generate`` (``describe()["engine"]`` says which ran).
 
-``dtype="auto"`` (the default) is bfloat16 where the CPU reports native bfloat16 support (or on a CUDA
-device with it) and float32 otherwise. bfloat16 changes the logits by rounding, so sampled texts differ
+``dtype="auto"`` (the default) is bfloat16 where :func:`~prmkit.policies.native_bf16` says the device
+computes it natively (AVX512-BF16 or AMX; a CUDA device with bfloat16) and float32 otherwise. bfloat16 changes the logits by rounding, so sampled texts differ
 from float32's; ``benchmarks/generate.py --quality`` compares the pass@1 they reach.
 """
 
