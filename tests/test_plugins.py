@@ -221,7 +221,7 @@ def test_unknown_names_are_one_line_errors_before_any_work(tmp_path, traces):
           "--aggregate", "median"],
          "error: unknown aggregator 'median'; known: first_below, geo_mean, last, mean, min, prod\n"),
         (["label", str(traces), str(tmp_path / "o.jsonl"), "--policy", "nope"],
-         "error: unknown policy backend 'nope'; known: ct2, hf, openai_compat, scripted\n"),
+         "error: unknown policy backend 'nope'; known: ct2, hf, openai_compat, scripted, torch\n"),
     ]:
         r = prmkit(*args, site=None, cwd=tmp_path, ok=False)
         assert (r.returncode, r.stderr) == (1, message), args
