@@ -69,7 +69,6 @@ class _Plan:
         self.nh = cfg.num_attention_heads
         self.kvh = getattr(cfg, "num_key_value_heads", None) or self.nh
         self.hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.nh
-        self.hidden = cfg.hidden_size
         self.eps = cfg.rms_norm_eps
         self.scale = self.hd ** -0.5
         window = getattr(cfg, "sliding_window", None)
@@ -78,7 +77,7 @@ class _Plan:
         self.rotary = inner.rotary_emb
         self.norm = inner.norm.weight
         self.lm_head = lm.get_output_embeddings().weight
-        self.splits = [self.nh * self.hd, self.kvh * self.hd, self.kvh * self.hd]
+        self.splits = [(self.nh + self.kvh) * self.hd, self.kvh * self.hd]  # q and k together, then v
 
         def cat_bias(*mods):
             if all(getattr(m, "bias", None) is None for m in mods):
@@ -121,8 +120,8 @@ class _Plan:
         half = hd // 2
         for i, (n1, wqkv, bqkv, wo, bo, n2, wgu, bgu, wd, bd) in enumerate(self.layers):
             h = self.rms(x, n1, torch)
-            q, k, v = F.linear(h, wqkv, bqkv).split(self.splits, dim=-1)
-            qk = torch.cat((q, k), dim=-1).view(b, nh + kvh, 1, hd)
+            qk, v = F.linear(h, wqkv, bqkv).split(self.splits, dim=-1)
+            qk = qk.reshape(b, nh + kvh, 1, hd)
             qk = qk * cos + torch.cat((-qk[..., half:], qk[..., :half]), dim=-1) * sin
             q, k = qk.float().split((nh, kvh), dim=1)
             kv.keys[i][:, :, t] = k[:, :, 0]
