@@ -33,6 +33,11 @@ error-free samples: scoring them whole takes minutes.
   background, and the next line runs once URL answers; the server is stopped (SIGTERM to its process
   group, then SIGKILL) when the block's lines are done. Where URL's port is already taken here, the
   block's lines skip, saying so;
+- ``<!-- readme-test: stand-in "TEXT": URL -->``: its lines containing TEXT run while a stand-in
+  OpenAI-compatible server (``tests/openai_stand_in.py``: every answer the same short arithmetic
+  solution) listens at URL's host and port, started before the first such line and stopped as a
+  background server is. It tests the command line and the HTTP client, not a model. Where the port
+  is already taken here, those lines skip, saying so;
 - ``<!-- readme-test: given "PATH": FILE -->``: before the block's first line, the fixture file FILE is
   copied to PATH: an input that another block makes (blocks do not share folders);
 - ``<!-- readme-test: no-fixtures -->``: the block runs in a folder without the fixture files (its
@@ -93,7 +98,7 @@ HELP_CONTROLS: dict[str, tuple[str, str]] = {
 
 _FENCE = re.compile(r"^```(\w*)\s*$")
 _MARKER = re.compile(r"^<!--\s*readme-test:\s*(.*?)\s*-->\s*$")
-_DIRECTIVE = re.compile(r'(skip|append|background|given)(?:\s+"([^"]+)")?:\s*(.+)|(no-fixtures)|env (\w+=\S*)')
+_DIRECTIVE = re.compile(r'(skip|append|background|given|stand-in)(?:\s+"([^"]+)")?:\s*(.+)|(no-fixtures)|env (\w+=\S*)')
 _ASSIGN = re.compile(r"^([A-Za-z_]\w*)=(\S*)\s*(#.*)?$")
 _EXITS = re.compile(r"#\s*exits (\d+)\b")
 _EXAMPLE = re.compile(r"^\s*(?:Example|On [^:]+):\s+((?:prmkit|accelerate|python)\b.*?)\s*$")
@@ -110,6 +115,7 @@ class Case:
     skip: str | None = None
     append: str = ""
     background: str | None = None  # a server: the URL that answers once it is up
+    stand_in: str | None = None  # a stand-in OpenAI-compatible server's URL, up while it runs
     exits: int = 0
     fixtures: bool = True
     env: dict[str, str] = field(default_factory=dict)  # set while it runs
@@ -221,6 +227,8 @@ def _readme_cases() -> tuple[list[Case], list[str]]:
                         case.append = arg
                     elif kind == "background":
                         case.background = arg
+                    elif kind == "stand-in":
+                        case.stand_in = arg
             block_cases.append(case)
         for kind, target, _ in directives:
             if kind != "given" and target is not None and not any(target in c.text for c in block_cases):
@@ -468,39 +476,45 @@ def _stop(proc: subprocess.Popen) -> None:
             continue
 
 
-def _start_server(case: Case, cwd: Path) -> None:
-    """Start the case's line in the background (its own process group) and wait until its URL answers."""
+def _start_server(case: Case, cwd: Path, command: str | None = None, ready: str | None = None) -> None:
+    """Start the case's line (or ``command``) in the background (its own process group) and wait until
+    its URL (or ``ready``) answers."""
     import socket
     import time
     import urllib.error
     import urllib.request
     from urllib.parse import urlsplit
 
-    url = urlsplit(case.background)
+    stand_in = command is not None  # only the lines that use it skip when its port is taken
+    ready = ready or case.background
+    command = command or f"exec {_strip_comment(case.text)} {case.append}".strip()
+    url = urlsplit(ready)
     with socket.socket() as sock:
         if sock.connect_ex((url.hostname, url.port or 80)) == 0:
-            _SERVER_SKIPPED[case.group] = f"port {url.port} is already in use here"
-            pytest.skip(_SERVER_SKIPPED[case.group])
+            why = f"port {url.port} is already in use here"
+            if not stand_in:
+                _SERVER_SKIPPED[case.group] = why
+            pytest.skip(why)
     env = {**os.environ, **case.env,
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     log = cwd / f".server-{url.port}.log"
     with log.open("w") as out:
-        proc = subprocess.Popen(["bash", "-c", f"exec {_strip_comment(case.text)} {case.append}".strip()], cwd=cwd, env=env,
+        proc = subprocess.Popen(["bash", "-c", command], cwd=cwd, env=env,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     _SERVERS[case.group] = proc
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             _SERVERS.pop(case.group)
-            raise AssertionError(f"{case.where}: `{case.text}` exited {proc.returncode} before "
-                                 f"{case.background} answered:\n{log.read_text()[-3000:]}")
+            raise AssertionError(f"{case.where}: `{command}` exited {proc.returncode} before "
+                                 f"{ready} answered:\n{log.read_text()[-3000:]}")
         try:
-            with urllib.request.urlopen(case.background, timeout=2):
+            with urllib.request.urlopen(ready, timeout=2):
                 return
         except (urllib.error.URLError, OSError):
             time.sleep(0.2)
     _stop(_SERVERS.pop(case.group))
-    raise AssertionError(f"{case.where}: {case.background} did not answer in 120 s:\n{log.read_text()[-3000:]}")
+    raise AssertionError(f"{case.where}: {ready} did not answer in 120 s:\n{log.read_text()[-3000:]}")
 
 
 def _run_case(case: Case, template, tmp_path_factory, capfd, request) -> None:
@@ -530,6 +544,13 @@ def _run_case(case: Case, template, tmp_path_factory, capfd, request) -> None:
     if case.background:
         _start_server(case, cwd)
         return
+    if case.stand_in and case.group not in _SERVERS:
+        from urllib.parse import urlsplit
+
+        url = urlsplit(case.stand_in)
+        _start_server(case, cwd, command=shlex.join(["exec", sys.executable, str(REPO / "tests" / "openai_stand_in.py"),
+                                                     url.hostname, str(url.port or 80)]),
+                      ready=f"{url.scheme}://{url.hostname}:{url.port or 80}/health")
     code, output = _run_shell(case, cwd, capfd)
     tail = "\n".join(output.splitlines()[-30:])
     assert code == case.exits, (f"{case.where}: `{case.text}`"
