@@ -75,6 +75,31 @@ def _rankings(traces, key: str, label: str) -> None:
           f"{_within(traces, key):.3f}")
 
 
+def _headroom(traces, methods) -> None:
+    """What a PRM can add to the calculator: the problems whose calculator-clean candidates hold both
+    right and wrong answers (elsewhere every ranking of the clean ones picks alike), and how often the
+    PRM's top clean candidate is right there, against a random clean one."""
+    from collections import defaultdict
+
+    by = defaultdict(list)
+    for t in traces:
+        by[t.problem.id].append(t)
+    mixed = right = rand = 0.0
+    for group in by.values():
+        clean = [t for t in group if (methods.alone.trace_score(t) or 0) > 0]
+        ok = [t.outcome == "correct" for t in clean]
+        if not any(ok) or all(ok):
+            continue
+        mixed += 1
+        top = max(clean, key=lambda t: methods.prm.trace_score(t) or 0)  # ties: the first, in file order
+        right += top.outcome == "correct"
+        rand += sum(ok) / len(ok)
+    print(f"  problems where the PRM decides among calculator-clean candidates (right and wrong answers "
+          f"among them): {mixed:.0f} of {len(by)}; its top clean candidate right in {right:.0f}, a random "
+          f"clean one in {rand:.1f} (the most the PRM can add to the calculator alone: "
+          f"{100 * (mixed - rand) / len(by):.1f} points)")
+
+
 def _verdict(result: dict) -> str:
     return "cannot measure" if result.get("failed") is None else "FAILED" if result["failed"] else "passed"
 
@@ -91,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", default="2-5")
     ap.add_argument("--distractors", type=int, default=1)
     ap.add_argument("--env-seed", type=int, default=0)
-    ap.add_argument("--policy", default=None, help="policy backend (default: ct2 where installed, else hf)")
+    ap.add_argument("--policy", default=None, help="policy backend (default: prmkit.policies.default_backend(): "
+                    "torch where bfloat16 is native, else ct2 where installed, else hf)")
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--bootstrap", type=int, default=2000)
     ap.add_argument("--gaming-traces", type=int, default=64)
@@ -215,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         cc = _rivals(traces, calc, pairs, args, n, {cm.main.key: note, cm.alone.key: note})
         calc_gap = cc.compare(main, "majority", n)
         _rankings(traces, "prm+calculator", "PRM+calculator")
+        _headroom(traces, cm)
     sm = step_metrics_for(traces, key="prm", label_source="symbolic").to_dict()
     print(f"\nstep metrics vs symbolic labels: AUROC {sm['auroc']:.3f}  F1(error) {sm['f1_error']:.3f}  "
           f"on {sm['n']} labelled steps")

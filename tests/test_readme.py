@@ -42,6 +42,10 @@ error-free samples: scoring them whole takes minutes.
   copied to PATH: an input that another block makes (blocks do not share folders);
 - ``<!-- readme-test: no-fixtures -->``: the block runs in a folder without the fixture files (its
   lines make their own);
+- ``<!-- readme-test: repository -->``: the block runs in a fresh copy of the repository's tracked
+  files (what a clean clone has, with this checkout's edits), as the quick start's lines are run
+  from a clone; each line may take up to 40 minutes (the quick start installs prmkit into a new
+  virtual environment and runs the whole demo);
 - ``<!-- readme-test: env NAME=VALUE -->``: its lines run with this environment variable (a relative
   path is inside the scratch folder).
 
@@ -98,7 +102,7 @@ HELP_CONTROLS: dict[str, tuple[str, str]] = {
 
 _FENCE = re.compile(r"^```(\w*)\s*$")
 _MARKER = re.compile(r"^<!--\s*readme-test:\s*(.*?)\s*-->\s*$")
-_DIRECTIVE = re.compile(r'(skip|append|background|given|stand-in)(?:\s+"([^"]+)")?:\s*(.+)|(no-fixtures)|env (\w+=\S*)')
+_DIRECTIVE = re.compile(r'(skip|append|background|given|stand-in)(?:\s+"([^"]+)")?:\s*(.+)|(no-fixtures|repository)|env (\w+=\S*)')
 _ASSIGN = re.compile(r"^([A-Za-z_]\w*)=(\S*)\s*(#.*)?$")
 _EXITS = re.compile(r"#\s*exits (\d+)\b")
 _EXAMPLE = re.compile(r"^\s*(?:Example|On [^:]+):\s+((?:prmkit|accelerate|python)\b.*?)\s*$")
@@ -118,6 +122,7 @@ class Case:
     stand_in: str | None = None  # a stand-in OpenAI-compatible server's URL, up while it runs
     exits: int = 0
     fixtures: bool = True
+    repository: bool = False  # runs in a copy of the repository's tracked files
     env: dict[str, str] = field(default_factory=dict)  # set while it runs
     given: dict[str, str] = field(default_factory=dict)  # PATH -> fixture file, copied in first
     earlier: list[str] = field(default_factory=list)  # the lines above it in its group
@@ -155,7 +160,7 @@ def _directives(markers: list[tuple[int, str]], problems: list[str]) -> list[tup
             problems.append(f"README.md:{no}: not a readme-test marker: {body!r}")
             continue
         if m.group(4):
-            out.append(("no-fixtures", None, ""))
+            out.append((m.group(4), None, ""))
         elif m.group(5):
             out.append(("env", None, m.group(5)))
         else:
@@ -198,6 +203,7 @@ def _readme_cases() -> tuple[list[Case], list[str]]:
             continue
         block_skip = next((r for k, t, r in directives if k == "skip" and t is None), None)
         fixtures = not any(k == "no-fixtures" for k, _, _ in directives)
+        repository = any(k == "repository" for k, _, _ in directives)
         env = dict(arg.split("=", 1) for k, _, arg in directives if k == "env")
         given = {target: arg for k, target, arg in directives if k == "given"}
         if lang == "python":
@@ -216,7 +222,7 @@ def _readme_cases() -> tuple[list[Case], list[str]]:
             expanded = re.sub(r"\$\{?([A-Za-z_]\w*)\}?",
                               lambda m, v=vars_: v.get(m.group(1), m.group(0)), text)
             case = Case(group, f"README.md:{k}", expanded, skip=block_skip, fixtures=fixtures, env=env,
-                        given=given)
+                        given=given, repository=repository)
             if (e := _EXITS.search(text)):
                 case.exits = int(e.group(1))
             for kind, target, arg in directives:
@@ -364,6 +370,8 @@ _FOLDERS: dict[str, Path] = {}
 
 def _folder(case: Case, template: Path, tmp_path_factory) -> Path:
     """The scratch folder of the case's group (made on its first line): the cwd to run in."""
+    if case.group not in _FOLDERS and case.repository:
+        _FOLDERS[case.group] = _repository_copy(tmp_path_factory.mktemp("clone") / "prmkit")
     if case.group not in _FOLDERS:
         root = tmp_path_factory.mktemp("run")
         shutil.copytree(template, root, symlinks=True, dirs_exist_ok=True)
@@ -375,6 +383,24 @@ def _folder(case: Case, template: Path, tmp_path_factory) -> Path:
             shutil.copy(template / "work" / fixture, root / "work" / path)
         _FOLDERS[case.group] = root / "work"
     return _FOLDERS[case.group]
+
+
+def _repository_copy(dest: Path) -> Path:
+    """The repository's tracked files (``git ls-files``: a clean clone's, with this checkout's edits)
+    copied to ``dest``; without git, the tree less virtual environments, runs and caches."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
+        files = [f for f in listed.decode().split("\0") if f and (REPO / f).is_file()]
+    except (OSError, subprocess.CalledProcessError):
+        files = None
+    if files is None:
+        shutil.copytree(REPO, dest, symlinks=True, ignore=shutil.ignore_patterns(
+            ".git", ".venv*", "runs", "__pycache__", "*.egg-info", ".pytest_cache"))
+        return dest
+    for f in files:
+        (dest / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / f, dest / f, follow_symlinks=False)
+    return dest
 
 
 def _argv(text: str) -> list[str] | None:
@@ -415,7 +441,7 @@ def _run_shell(case: Case, cwd: Path, capfd) -> tuple[int, str]:
     command = text if not case.append else _strip_comment(case.text) + f" {case.append}"
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     proc = subprocess.run(["bash", "-e", "-c", command], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=600)
+                          timeout=2400 if case.repository else 600)
     return proc.returncode, proc.stdout + proc.stderr
 
 
