@@ -192,6 +192,29 @@ def test_bfloat16_decodes_and_repeats(wide_lm):
     assert rows(alone) == rows(a)
 
 
+def test_prepacked_bfloat16_products_equal_plain_ones(wide_lm, monkeypatch):
+    """On a CPU with oneDNN the bfloat16 loop multiplies by weights reordered once; its logits and
+    completions are bit for bit those of the same loop over plain ``F.linear``."""
+    from prmkit.policies import _torch
+
+    pol = get_policy("torch", model=wide_lm, dtype="bfloat16", batch_size=4, progress=False)
+    if not pol._plan.packed:
+        pytest.skip("this torch has no oneDNN prepacked linear (the loop uses F.linear)")
+    monkeypatch.setattr(_torch, "_linear_kernel", lambda w, torch: (torch.nn.functional.linear, None))
+    plain = get_policy("torch", model=wide_lm, dtype="bfloat16", batch_size=4, progress=False)
+    assert not plain._plan.packed
+    sp = SamplingParams(n=3, max_new_tokens=12, temperature=1.0, seed=7)
+    assert rows(pol.generate(REQS, sp)) == rows(plain.generate(REQS, sp))
+    tokens, positions = torch.tensor([5, 9, 11]), torch.tensor([3, 3, 3])
+    logits = []
+    for p in (pol, plain):
+        parts = [(p._prefill([1, 2, 3], 0, torch), 3, 0)]
+        kv = _torch._KV(parts, 3, 3, 4, p._plan.kvh, p._plan.hd, torch.device("cpu"), torch)
+        with torch.no_grad():
+            logits.append(p._plan.step(tokens, positions, kv, 0, torch))
+    assert torch.equal(logits[0], logits[1])
+
+
 def test_finished_groups_leave_the_batch(pair, monkeypatch):
     """Rows that end early (stop strings here) leave the batch by whole groups; the rest decode on
     and every completion is still hf's."""

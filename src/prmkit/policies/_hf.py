@@ -230,11 +230,13 @@ class _GumbelSampler:
             drop = (probs.cumsum(dim=-1) - probs) >= self.top_p
             sorted_scores = sorted_scores.masked_fill(drop, float("-inf"))
             scores = torch.full_like(scores, float("-inf")).scatter(-1, idx, sorted_scores)
-        noise = torch.stack([
-            torch.rand(scores.shape[-1], generator=g, device="cpu") for g in self.generators
-        ]).to(scores.device)
-        gumbel = -torch.log(-torch.log(noise.clamp_min(1e-20)))
-        return scores + gumbel
+        # In place, into one buffer: the same values as torch.rand per row and out-of-place arithmetic,
+        # without allocating (and first touching) five (rows, vocab) tensors per step.
+        noise = torch.empty(scores.shape, dtype=torch.float32, device="cpu")
+        for row, g in zip(noise, self.generators, strict=True):
+            row.uniform_(generator=g)
+        gumbel = noise.clamp_min_(1e-20).log_().neg_().log_().neg_().to(scores.device)
+        return gumbel.add_(scores)
 
 
 class HFPolicy:
@@ -287,6 +289,13 @@ class HFPolicy:
 
         self._cache_kw = ("cache" if "cache" in inspect.signature(self.model.forward).parameters
                           else "past_key_values")
+        # A prompt is run only for its KV cache: the decoder alone, without the LM head (a bfloat16
+        # head costs a copy of its whole weight per call on a CPU), where the model exposes one.
+        decoder = self.model.get_decoder() if hasattr(self.model, "get_decoder") else None
+        self._prefill_model, self._prefill_kw = (self.model, {"logits_to_keep": 1})
+        if decoder is not None and decoder is not self.model and self._cache_kw in inspect.signature(
+                decoder.forward).parameters:
+            self._prefill_model, self._prefill_kw = decoder, {}
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.tokenizer.padding_side = "left"
@@ -349,8 +358,8 @@ class HFPolicy:
             if base is None:
                 base = DynamicCache(config=self.model.config)
                 with torch.no_grad():
-                    self.model(torch.tensor([ids[:shared]], device=dev), **{self._cache_kw: base},
-                               use_cache=True, logits_to_keep=1)
+                    self._prefill_model(torch.tensor([ids[:shared]], device=dev), **{self._cache_kw: base},
+                                        use_cache=True, **self._prefill_kw)
                 self._shared_cache[key] = base
                 while len(self._shared_cache) > 4:
                     self._shared_cache.pop(next(iter(self._shared_cache)))
@@ -360,8 +369,8 @@ class HFPolicy:
         rest = ids[shared:]
         if rest:
             with torch.no_grad():
-                self.model(torch.tensor([rest], device=dev), **{self._cache_kw: cache},
-                           use_cache=True, logits_to_keep=1)
+                self._prefill_model(torch.tensor([rest], device=dev), **{self._cache_kw: cache},
+                                    use_cache=True, **self._prefill_kw)
         return cache
 
     def _prompt_parts(self, chunk: list[tuple[int, list[int], int, int | None]], width: int, torch: Any

@@ -9,7 +9,9 @@ overheads are most of the time. This backend loads the model with transformers (
 GGUF file ``hf`` takes, adapters merged the same way), runs each request's prompt through transformers
 once, and then decodes batches of whole requests (:meth:`TorchPolicy._chunks`) with:
 
-- a single fused q/k/v product and a single fused gate/up product per layer;
+- a single fused q/k/v product and a single fused gate/up product per layer, and in bfloat16 on a
+  CPU every weight reordered once into oneDNN's blocked layout (:func:`_linear_kernel`: ``F.linear``
+  reorders it on every call; the products give the same bits and run 1.2-2x faster);
 - a preallocated float32 KV cache (no concatenation; on a CPU, batched products over slices of a
   bfloat16 cache copy the slices first, of a float32 one they do not), in two parts (:class:`_KV`):
   each request's prompt stored once for its N rows and read once per step for all of them, and each
@@ -76,7 +78,10 @@ class _Plan:
         self.embed = inner.embed_tokens.weight
         self.rotary = inner.rotary_emb
         self.norm = inner.norm.weight
-        self.lm_head = lm.get_output_embeddings().weight
+        self.linear, pack = _linear_kernel(self.embed, torch)
+        self.packed = pack is not None
+        pack = pack or (lambda w: w)
+        self.lm_head = pack(lm.get_output_embeddings().weight)
         self.splits = [(self.nh + self.kvh) * self.hd, self.kvh * self.hd]  # q and k together, then v
 
         def cat_bias(*mods):
@@ -94,11 +99,11 @@ class _Plan:
                 gu = (mlp.gate_proj, mlp.up_proj)
                 self.layers.append((
                     layer.input_layernorm.weight,
-                    torch.cat([m.weight for m in qkv]), cat_bias(*qkv),
-                    at.o_proj.weight, at.o_proj.bias,
+                    pack(torch.cat([m.weight for m in qkv])), cat_bias(*qkv),
+                    pack(at.o_proj.weight), at.o_proj.bias,
                     layer.post_attention_layernorm.weight,
-                    torch.cat([m.weight for m in gu]), cat_bias(*gu),
-                    mlp.down_proj.weight, mlp.down_proj.bias,
+                    pack(torch.cat([m.weight for m in gu])), cat_bias(*gu),
+                    pack(mlp.down_proj.weight), mlp.down_proj.bias,
                 ))
 
     def rms(self, x: Any, weight: Any, torch: Any) -> Any:
@@ -111,6 +116,7 @@ class _Plan:
         """Float32 logits ``(rows, vocab)`` of one new token per row (the ``t``-th of the decode),
         its keys and values written into ``kv``."""
         F = torch.nn.functional
+        linear = self.linear
         b = tokens.shape[0]
         nh, kvh, hd = self.nh, self.kvh, self.hd
         g = nh // kvh
@@ -120,18 +126,50 @@ class _Plan:
         half = hd // 2
         for i, (n1, wqkv, bqkv, wo, bo, n2, wgu, bgu, wd, bd) in enumerate(self.layers):
             h = self.rms(x, n1, torch)
-            qk, v = F.linear(h, wqkv, bqkv).split(self.splits, dim=-1)
+            qk, v = linear(h, wqkv, bqkv).split(self.splits, dim=-1)
             qk = qk.reshape(b, nh + kvh, 1, hd)
             qk = qk * cos + torch.cat((-qk[..., half:], qk[..., :half]), dim=-1) * sin
             q, k = qk.float().split((nh, kvh), dim=1)
             kv.keys[i][:, :, t] = k[:, :, 0]
             kv.values[i][:, :, t] = v.view(b, kvh, hd)
             o = kv.attend(i, q.reshape(b, kvh, g, hd), t, self.scale, torch)
-            x = x + F.linear(o.reshape(b, 1, nh * hd).to(x.dtype), wo, bo)
+            x = x + linear(o.reshape(b, 1, nh * hd).to(x.dtype), wo, bo)
             h = self.rms(x, n2, torch)
-            gate, up = F.linear(h, wgu, bgu).chunk(2, dim=-1)
-            x = x + F.linear(F.silu(gate) * up, wd, bd)
-        return F.linear(self.rms(x, self.norm, torch)[:, 0], self.lm_head).float()
+            gate, up = linear(h, wgu, bgu).chunk(2, dim=-1)
+            x = x + linear(F.silu(gate) * up, wd, bd)
+        return linear(self.rms(x, self.norm, torch)[:, 0], self.lm_head, None).float()
+
+
+def _linear_kernel(weight: Any, torch: Any) -> tuple[Any, Any]:
+    """``(linear, pack)``: the product the loop uses and how to prepare a weight for it (None: as is).
+
+    bfloat16 on a CPU: oneDNN's linear over weights reordered once into its blocked layout
+    (``torch.ops.mkldnn``, what inductor's freezing uses). ``F.linear`` reorders a bfloat16 weight on
+    every call; prepacked, the products of a decode step run 1.2-2x faster and give the same bits (the
+    same oneDNN kernel: checked here on a random product before it is used, else ``F.linear``).
+    Everywhere else (float32, CUDA, a torch without oneDNN): ``F.linear``."""
+    F = torch.nn.functional
+    plain = (F.linear, None)
+    if weight.dtype != torch.bfloat16 or weight.device.type != "cpu" or not torch.backends.mkldnn.is_available():
+        return plain
+    try:
+        ops = torch.ops.mkldnn
+
+        def pack(w: Any) -> Any:
+            return ops._reorder_linear_weight(w.detach(), 64)
+
+        def linear(x: Any, w: Any, bias: Any = None) -> Any:
+            return ops._linear_pointwise(x, w, bias, "none", [], "")
+
+        gen = torch.Generator().manual_seed(0)
+        w = torch.randn(96, 64, generator=gen).to(torch.bfloat16)
+        bias = torch.randn(96, generator=gen).to(torch.bfloat16)
+        x = torch.randn(5, 1, 64, generator=gen).to(torch.bfloat16)
+        same = (torch.equal(linear(x, pack(w), bias), F.linear(x, w, bias))
+                and torch.equal(linear(x[:2], pack(w)), F.linear(x[:2], w)))
+    except (AttributeError, RuntimeError):
+        return plain
+    return (linear, pack) if same else plain
 
 
 class _KV:
