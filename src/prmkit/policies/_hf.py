@@ -235,7 +235,7 @@ class _GumbelSampler:
         noise = torch.empty(scores.shape, dtype=torch.float32, device="cpu")
         for row, g in zip(noise, self.generators, strict=True):
             row.uniform_(generator=g)
-        gumbel = noise.clamp_min_(1e-20).log_().neg_().log_().neg_().to(scores.device)
+        gumbel = noise.to(scores.device).clamp_min_(1e-20).log_().neg_().log_().neg_()
         return gumbel.add_(scores)
 
 
