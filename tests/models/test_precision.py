@@ -57,3 +57,27 @@ def test_fp32_attention_switches_and_restores(tiny_model, tmp_path):
     with fp32_attention(model, enabled=False) as on:
         assert not on and model.config._attn_implementation == "sdpa"
 
+
+
+def test_inference_context_keeps_bf16_weight_casts_and_the_same_numbers():
+    """Scoring's context: inference mode in fp32; in bf16, no_grad + autocast (autocast caches a
+    weight's bfloat16 copy only outside inference mode), with the numbers of inference mode."""
+    from torch.profiler import profile
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.SiLU(), torch.nn.Linear(32, 4))
+    x = torch.randn(5, 16)
+    with Precision("fp32", "fp32").inference(CPU):
+        assert torch.is_inference_mode_enabled()
+    bf16 = Precision("bf16", "bf16")
+    with torch.inference_mode(), bf16.autocast(CPU):
+        before = [net(x) for _ in range(3)]
+    with bf16.inference(CPU), profile() as prof:
+        assert not torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+        after = [net(x) for _ in range(3)]
+    assert all(torch.equal(a, b) for a, b in zip(before, after, strict=True))
+    # The 2 weights and 2 biases are cast once, the float32 input x on each of the 3 calls (the second
+    # product's input is already bfloat16); inside inference mode the weights would be cast every call
+    # (4 x 3 + 3 = 15).
+    casts = sum(e.count for e in prof.key_averages() if e.key == "aten::_to_copy")
+    assert casts == 4 + 3, casts

@@ -566,7 +566,7 @@ class RewardModel:
 
     def _score_parts(self, parts: Sequence[Sequence[Encoded]], batch_size: int,
                      progress: bool) -> list[list[float | None]]:
-        torch = _torch()
+        _torch()  # a clear error where torch is missing
         from prmkit._progress import progress_bar
 
         whole = [e for p in parts for e in p if not e.is_window]
@@ -574,7 +574,7 @@ class RewardModel:
         was_training = self.model.training
         self.model.eval()
         try:
-            with (torch.inference_mode(), self.precision_used.autocast(self.device),
+            with (self.precision_used.inference(self.device),
                   progress_bar(len(whole) + len(windows), "scoring", enabled=progress) as advance):
                 first = self._position_probs(whole, batch_size, advance)
                 rest = self._position_probs(windows, batch_size, advance)

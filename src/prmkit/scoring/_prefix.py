@@ -307,7 +307,7 @@ class PrefixCachingScorer:
                 for s, why in zip(self._score_parts(parts), reasons, strict=True)]
 
     def _score_parts(self, parts: Sequence[Sequence[Encoded]]) -> list[list[float | None]]:
-        torch = _torch()
+        _torch()  # a clear error where torch is missing
         encoded = [e for p in parts for e in p if not e.is_window]
         windows = [e for p in parts for e in p if e.is_window]
         self.stats.calls += 1
@@ -319,7 +319,7 @@ class PrefixCachingScorer:
         was_training = model.training
         model.eval()
         try:
-            with torch.inference_mode(), self.precision.autocast(self.rm.device):
+            with self.precision.inference(self.rm.device):
                 probs = self._probs(encoded) if encoded else []
                 rest = self._probs(windows) if windows else []
         finally:

@@ -134,7 +134,7 @@ def evaluate_encoded(rm: RewardModel, encoded: list[Encoded], *, batch_size: int
     ``precision`` defaults to fp32 whatever the training precision, so eval losses of runs trained in
     different precisions compare the weights, not the arithmetic of the evaluation.
     """
-    torch = _torch()
+    _torch()  # a clear error where torch is missing
     if not encoded:
         return {}
     prec = resolve_precision(precision, rm.device, auto=TRAIN_AUTO)
@@ -144,7 +144,7 @@ def evaluate_encoded(rm: RewardModel, encoded: list[Encoded], *, batch_size: int
     was_training = rm.model.training
     rm.model.eval()
     try:
-        with torch.inference_mode(), prec.autocast(rm.device):
+        with prec.inference(rm.device):
             for s in range(0, len(order), batch_size):
                 idx = order[s:s + batch_size]
                 b = rm.collate([encoded[i] for i in idx])
