@@ -59,7 +59,6 @@ class Precision:
 
         return torch.autocast(device_type=_device_type(device), dtype=torch.bfloat16)
 
-
     @contextmanager
     def inference(self, device: Any) -> Iterator[None]:
         """The context to score in: no autograd, and :meth:`autocast`. In bfloat16 it is
