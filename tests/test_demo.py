@@ -61,7 +61,15 @@ def test_demo_quick_writes_the_report_and_resumes(tmp_path):
     oracle = bon["methods"]["oracle (pass@N)"]["acc"]
     for name, m in bon["methods"].items():
         assert all(a <= o + 1e-9 for a, o in zip(m["acc"], oracle, strict=True)), name
-    assert set(report["probes"]) == {"collapse", "gaming", "result_check", "length_bias", "transfer"}
+    assert set(report["probes"]) == {"collapse", "gaming", "result_check", "length_bias", "transfer",
+                                     "faithfulness"}
+    # The faithfulness intervention: 4 held-out problems asked once per arm, 2 samples each, scored by
+    # the verdict PRM; the stage's traces are on disk with their hints and scores.
+    faith = report["probes"]["faithfulness"]
+    assert faith["traces"] == {"none": 8, "right": 8, "wrong": 8}
+    hinted = [json.loads(line) for line in (out / "hinted.jsonl").read_text().splitlines()]
+    assert len(hinted) == 24 and all("hint" in t["problem"]["meta"] for t in hinted)
+    assert all("prm" in s.get("scores", {}) for t in hinted for s in t["steps"])
     assert report["labels"]["sources"] == ["symbolic", "mc_hard"]
     fields = report["card"]["fields"]
     assert fields["policy_model"]["value"] and fields["process_reward_model"]["value"]

@@ -17,7 +17,9 @@ fixture set; the --help examples share one copy, in the order of the command tre
 PRM in ``runs/prm`` and ``runs/demo/prm`` and a tiny ORM in ``runs/demo/orm`` (``prmkit train --config
 tiny``, standing in for the demo's), ``scored.jsonl`` (traces.jsonl scored by the PRM) and
 ``runs/demo/heldout.jsonl`` (scored by both, as the demo's is), ``logs/2026-11-26T22-05-22_task.json`` (the
-hand-written Inspect log of ``tests/fixtures/inspect``), ``symbolic.jsonl`` (traces.jsonl with the
+hand-written Inspect log of ``tests/fixtures/inspect``), ``runs/tiny-qwen2-prm`` (a random-init
+``Qwen2ForTokenClassification`` with a 2-class head and a ChatML tokenizer with ``<extra_0>``, seed 0:
+the architecture class and tokenizer convention of Qwen2.5-Math-PRM, hidden size 32), ``symbolic.jsonl`` (traces.jsonl with the
 symbolic checker's labels) and ``benchmarks`` (a link to the repository's). ``../shared/data`` is the public data
 folder where it is present (lines reading it carry the ``realdata`` marker and skip with a message where
 it is absent), with ProcessBench's two JSON files cut to their first 20 erroneous and first 20
@@ -29,6 +31,10 @@ error-free samples: scoring them whole takes minutes.
 - ``<!-- readme-test: skip "TEXT": REASON -->``: its lines containing TEXT are not run;
 - ``<!-- readme-test: append "TEXT": ARGS -->``: its lines containing TEXT run with ARGS appended, a
   small-size override (an option given twice takes its last value);
+- ``<!-- readme-test: replace "OLD": NEW -->``: in its lines (or its Python block) containing OLD, OLD
+  is replaced by NEW: a small-size override of what ``append`` cannot reach (a launcher's process
+  count, a hub id of many gigabytes -> a tiny local model of the same architecture class, in the
+  fixture set); the case's id keeps the line as written, and a failure shows what ran;
 - ``<!-- readme-test: background "TEXT": URL -->``: its line containing TEXT (a server) starts in the
   background, and the next line runs once URL answers; the server is stopped (SIGTERM to its process
   group, then SIGKILL) when the block's lines are done. Where URL's port is already taken here, the
@@ -93,7 +99,8 @@ HELP_CONTROLS: dict[str, tuple[str, str]] = {
     "--num-processes 2": ("skip", "the README's training block runs this line"),
     # the fixture set already holds runs/prm (a reader's first run has none): replace it, as asked
     "--config tiny train=[traces.jsonl] output_dir=runs/prm": ("append", "--overwrite"),
-    "accelerate launch": ("skip", "needs 8 GPUs"),
+    "accelerate launch": ("skip", "the README's training block runs this line (on 2 CPU processes, with a "
+                                  "tiny Qwen2 for the 7B model)"),
     "eval prmbench": ("append", "--limit 8"),
     "prmkit cache clear": ("env", "PRMKIT_CACHE=cache"),  # not the cache the other lines use
     "prmkit serve": ("skip", "the README's serving block starts this same command in the background, "
@@ -102,7 +109,7 @@ HELP_CONTROLS: dict[str, tuple[str, str]] = {
 
 _FENCE = re.compile(r"^```(\w*)\s*$")
 _MARKER = re.compile(r"^<!--\s*readme-test:\s*(.*?)\s*-->\s*$")
-_DIRECTIVE = re.compile(r'(skip|append|background|given|stand-in)(?:\s+"([^"]+)")?:\s*(.+)|(no-fixtures|repository)|env (\w+=\S*)')
+_DIRECTIVE = re.compile(r'(skip|append|replace|background|given|stand-in)(?:\s+"([^"]+)")?:\s*(.+)|(no-fixtures|repository)|env (\w+=\S*)')
 _ASSIGN = re.compile(r"^([A-Za-z_]\w*)=(\S*)\s*(#.*)?$")
 _EXITS = re.compile(r"#\s*exits (\d+)\b")
 _EXAMPLE = re.compile(r"^\s*(?:Example|On [^:]+):\s+((?:prmkit|accelerate|python)\b.*?)\s*$")
@@ -114,7 +121,7 @@ class Case:
 
     group: str            # its README block ("README.md:57") or "help"
     where: str            # README.md:LINE or "prmkit data stats --help"
-    text: str             # the line as written (variables expanded), or the Python source
+    text: str             # the line as run (variables expanded, ``replace`` applied), or the Python source
     kind: str = "shell"   # shell | python
     skip: str | None = None
     append: str = ""
@@ -126,13 +133,17 @@ class Case:
     env: dict[str, str] = field(default_factory=dict)  # set while it runs
     given: dict[str, str] = field(default_factory=dict)  # PATH -> fixture file, copied in first
     earlier: list[str] = field(default_factory=list)  # the lines above it in its group
+    written: str = ""     # the line as written, where ``replace`` changed it
+
+    def __post_init__(self) -> None:
+        self.written = self.written or self.text
 
     @property
     def realdata(self) -> bool:
         return "../shared/data" in self.text
 
     def id(self) -> str:
-        words = self.text.split("\n")[0][:60]
+        words = self.written.split("\n")[0][:60]
         return f"{self.where} {words}"
 
 
@@ -206,10 +217,16 @@ def _readme_cases() -> tuple[list[Case], list[str]]:
         repository = any(k == "repository" for k, _, _ in directives)
         env = dict(arg.split("=", 1) for k, _, arg in directives if k == "env")
         given = {target: arg for k, target, arg in directives if k == "given"}
+        replace = [(target, arg) for k, target, arg in directives if k == "replace"]
         if lang == "python":
             text = "\n".join(ln for _, ln in body)
-            cases.append(Case(group, f"README.md:{no + 1}", text, "python", skip=block_skip, fixtures=fixtures,
-                              env=env, given=given))
+            case = Case(group, f"README.md:{no + 1}", text, "python", skip=block_skip, fixtures=fixtures,
+                        env=env, given=given)
+            for old, new in replace:
+                if old not in text:
+                    problems.append(f"{group}: the marker replace {old!r} matches nothing in its block")
+                case.text = case.text.replace(old, new)
+            cases.append(case)
             continue
         if lang == "console":
             body = [(k, ln[2:]) for k, ln in body if ln.startswith("$ ")]
@@ -231,13 +248,15 @@ def _readme_cases() -> tuple[list[Case], list[str]]:
                         case.skip = case.skip or arg
                     elif kind == "append":
                         case.append = arg
+                    elif kind == "replace":
+                        case.text = case.text.replace(target, arg)
                     elif kind == "background":
                         case.background = arg
                     elif kind == "stand-in":
                         case.stand_in = arg
             block_cases.append(case)
         for kind, target, _ in directives:
-            if kind != "given" and target is not None and not any(target in c.text for c in block_cases):
+            if kind != "given" and target is not None and not any(target in c.written for c in block_cases):
                 problems.append(f"{group}: the marker {kind} {target!r} matches no line of its block")
         for n, case in enumerate(block_cases):
             case.earlier = [c.text for c in block_cases[:n]]
@@ -286,6 +305,20 @@ def _help_cases() -> tuple[list[Case], list[str]]:
 
 README_CASES, README_PROBLEMS = _readme_cases()
 HELP_CASES, HELP_PROBLEMS = _help_cases()
+
+
+def test_the_skipped_test_line_is_what_ci_runs():
+    """The README's test command is the one line it does not run here (it would run this test): it
+    runs in CI, because ``.ci/run`` runs exactly it."""
+    skipped = [c for c in README_CASES if c.skip]
+    assert [c.text for c in skipped] == [_ci_command()], [c.where for c in skipped]
+
+
+def _ci_command() -> str:
+    lines = [ln for ln in (REPO / ".ci" / "run").read_text().splitlines()
+             if ln.strip() and not ln.startswith(("#", "set ", "cd "))]
+    assert len(lines) == 1, lines
+    return lines[0].strip()
 
 
 def test_markers_and_controls_match():
@@ -358,11 +391,27 @@ def template(tmp_path_factory):
         Path("logs").mkdir()
         shutil.copy(REPO / "tests" / "fixtures" / "inspect" / "shop_ledger.json", "logs/2026-11-26T22-05-22_task.json")
         Path("benchmarks").symlink_to(REPO / "benchmarks")  # `python benchmarks/X.py` lines
+        _tiny_qwen2_prm(Path("runs/tiny-qwen2-prm"))
         # Arith traces with the checker's labels, for blocks that read real samples (`given` marker).
         _prmkit("label", "--method", "symbolic", "traces.jsonl", "symbolic.jsonl")
     finally:
         os.chdir(old)
     return root
+
+
+def _tiny_qwen2_prm(path: Path) -> None:
+    """A stand-in for Qwen2.5-Math-PRM-7B (see the module docs), made locally with a fixed seed."""
+    import torch
+    import transformers
+    from tiny_tokenizers import qwen_tokenizer
+
+    torch.manual_seed(0)
+    tok = qwen_tokenizer()
+    cfg = transformers.Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
+                                   num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                   max_position_embeddings=512, pad_token_id=tok.pad_token_id, num_labels=2)
+    transformers.Qwen2ForTokenClassification(cfg).save_pretrained(path)
+    tok.save_pretrained(path)
 
 
 _FOLDERS: dict[str, Path] = {}

@@ -10,7 +10,10 @@
 5. on held-out problems: best-of-N curves (PRM with each aggregator, ORM, majority, weighted, random,
    pass@N) with bootstrap intervals, step metrics, and the failure-mode probes (process collapse,
    verifier gaming, length bias, domain transfer to a second data source); the same PRM with a
-   calculator checking its steps' arithmetic, against the PRM alone and the calculator alone;
+   calculator checking its steps' arithmetic, against the PRM alone and the calculator alone; the
+   faithfulness probe: some held-out problems asked again with the right answer and a wrong one as
+   a hint ("A teacher says the answer is N."), and how the PRM scores traces that follow a wrong
+   hint without saying so;
 6. the report (Markdown, self-contained HTML, JSON) with the process-supervision card, and a verdict
    that says plainly whether the PRM beat the ORM and majority vote — whatever the result.
 
@@ -76,6 +79,11 @@ class DemoConfig:
     #: whose equation is wrong scores 0; :class:`~prmkit.scoring.CalculatorScorer`), against majority,
     #: the ORM, the PRM alone and the calculator alone (section "checked"). The verdict stays the PRM's.
     calculator_check: bool = True
+    #: Faithfulness probe: the first ``hint_problems`` held-out problems asked once per arm (no hint,
+    #: the right answer as a hint, a wrong one; :func:`~prmkit.generate.hinted_problems`), ``hint_n``
+    #: samples per arm, scored by the verdict PRM (probe ``faithfulness``). 0: not run.
+    hint_problems: int = 16
+    hint_n: int = 4
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -97,10 +105,10 @@ def _default_backend() -> str:
 #: width — at the cost of half an hour on 2 cores (sampling 2,240 solutions is most of it).
 DEMO_PRESETS: dict[str, DemoConfig] = {
     "full": DemoConfig(),
-    "verdict": DemoConfig(heldout_problems=128, arith_steps="2-5", distractors=1),
+    "verdict": DemoConfig(heldout_problems=128, arith_steps="2-5", distractors=1, hint_problems=32),
     "quick": DemoConfig(train_problems=6, heldout_problems=6, n=8, mc_traces=4, mc_k=2,
                         max_new_tokens=80, epochs=1.0, max_steps=8, batch_size=8, bootstrap=200,
-                        gaming_traces=16, transfer_traces=24),
+                        gaming_traces=16, transfer_traces=24, hint_problems=4, hint_n=2),
 }
 
 def _say(msg: str) -> None:
@@ -217,7 +225,7 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
         step_metrics_for,
         write_report,
     )
-    from prmkit.generate import generate_file, parse_steps
+    from prmkit.generate import generate_file, hinted_problems, parse_steps
     from prmkit.labelers import LabelReport, LabelStore, MCLabeler, label_stream
     from prmkit.models import RewardModel
     from prmkit.policies import SamplingParams, get_policy
@@ -236,7 +244,9 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
     train_ids = {p.id for p in problems[:cfg.train_problems]}
     samples, mc_file = out / "samples.jsonl", out / "mc_subset.jsonl"
     train_file, heldout_file = out / "train.jsonl", out / "heldout.jsonl"
-    need_policy = not stages.done("sample") or (cfg.mc_traces > 0 and not stages.done("mc"))
+    hinted_file = out / "hinted.jsonl"
+    need_policy = (not stages.done("sample") or (cfg.mc_traces > 0 and not stages.done("mc"))
+                   or (cfg.hint_problems > 0 and not stages.done("hints")))
     policy = get_policy(cfg.policy, batch_size=64, progress=False) if need_policy else None
 
     # 1-2. The policy samples N solutions per problem; steps are labelled symbolically (resumable:
@@ -262,6 +272,17 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
                 labelled = list(label_stream(labeler, subset, store=store, report=LabelReport(labeler.name)))
             _write(labelled, mc_file)
         stages.mark("mc")
+
+    # 3b. The faithfulness intervention: held-out problems asked again with a hint (resumable too).
+    if cfg.hint_problems > 0 and not stages.done("hints"):
+        asked = [p for p in problems if p.id not in train_ids][:cfg.hint_problems]
+        with stages.timed(f"sample hinted problems ({len(asked)} x 3 arms x {cfg.hint_n}, faithfulness)"):
+            params = SamplingParams(n=cfg.hint_n, max_new_tokens=cfg.max_new_tokens, temperature=0.7,
+                                    seed=cfg.seed)
+            generate_file(hinted_file, hinted_problems(asked, seed=cfg.seed), policy, params=params,
+                          arith_config=env_cfg, problems_per_call=max(1, 128 // cfg.hint_n))
+        stages.mark("hints")
+    hinted = _read(hinted_file) if cfg.hint_problems > 0 else []
     policy = None  # not needed any more: free its memory before training
 
     # 4. A PRM (step labels) and an ORM (final-answer outcome): same traces, backbone and budget.
@@ -303,6 +324,10 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
             if skipped:
                 _say(f"[yellow]{len(skipped)} held-out traces not scored by {key}[/] "
                      f"(first: {skipped[0][0]}: {skipped[0][1]})")
+        if hinted:  # by the verdict PRM only: the probe asks how it scores them
+            score_traces_or_skip(prm, hinted, "prm", aggregate="min", progress=True,
+                                 what="score hinted traces (prm)")
+            _write(hinted, hinted_file)
         add_trace_scores(heldout, "prm", ("last", "prod", "mean", "geo_mean"))
         if cfg.calculator_check:  # from the PRM's stored scores: the model is not run again
             add_calculator_scores(heldout, "prm", aggregate="min")
@@ -335,6 +360,9 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
                                        aggregate="min", seed=cfg.seed, gaming_traces=cfg.gaming_traces,
                                        transfer_sources={"arith (derived)": same, other_name: other},
                                        in_domain="arith (derived)")
+        if hinted:
+            results["probes"].update(run_probes(prm, hinted, key="prm", score=False,
+                                                probes=["faithfulness"]))
     mc = _read(mc_file) if mc_file.exists() else []
     if mc:
         results["labels"] = label_agreement(mc, "symbolic", "mc_hard")

@@ -69,7 +69,7 @@ def prm(
 
     Example: prmkit train prm --config tiny train=[traces.jsonl] output_dir=runs/prm
     On 2 CPU processes: prmkit train prm --num-processes 2 --config tiny train=[traces.jsonl]
-    On 8 GPUs: accelerate launch --multi_gpu --num_processes 8 -m prmkit train prm --config ...
+    On 8 GPUs: accelerate launch --multi_gpu --num_processes 8 -m prmkit train prm --config qwen2.5-math-7b-gpu train=[traces.jsonl]
     """
     _run("prm", config, overrides, num_processes, overwrite)
 
