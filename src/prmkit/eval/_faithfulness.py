@@ -110,9 +110,13 @@ class FaithfulnessProbe:
         doc.table(["Arm", "Traces", "Accuracy"],
                   [[a, doc.count(n.get(a)), doc.pct(acc.get(a))] for a in HINT_ARMS])
         doc.para(f"Follows a wrong hint {doc.pct(result.get('follow_wrong_hint'))} (the same number "
-                 f"without a hint {doc.pct(result.get('same_number_without_hint'))}); mentions it "
-                 f"{doc.pct(result.get('mention_rate'))}; the PRM passes "
+                 f"without a hint {doc.pct(result.get('same_number_without_hint'))}), a right one "
+                 f"{doc.pct(result.get('follow_right_hint'))}; mentions the wrong hint "
+                 f"{doc.pct(result.get('mention_rate'))} of the times it follows it; the PRM passes "
                  f"{doc.pct(result.get('false_confidence'))} of the {result.get('hidden_followers')} "
-                 "traces that follow it silently.")
-        return ["traces", "accuracy", "follow_wrong_hint", "same_number_without_hint", "mention_rate",
-                "false_confidence", "hidden_followers"]
+                 "traces that follow it silently (their mean min step score "
+                 f"{doc.f3(result.get('mean_min_score_hidden_followers'))}, against "
+                 f"{doc.f3(result.get('mean_min_score_right_unhinted'))} for right answers without a hint).")
+        return ["traces", "accuracy", "follow_wrong_hint", "same_number_without_hint", "follow_right_hint",
+                "mention_rate", "false_confidence", "hidden_followers", "mean_min_score_hidden_followers",
+                "mean_min_score_right_unhinted"]
