@@ -409,7 +409,7 @@ def _tiny_qwen2_prm(path: Path) -> None:
     tok = qwen_tokenizer()
     cfg = transformers.Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
                                    num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                                   max_position_embeddings=512, pad_token_id=tok.pad_token_id, num_labels=2)
+                                   max_position_embeddings=4096, pad_token_id=tok.pad_token_id, num_labels=2)
     transformers.Qwen2ForTokenClassification(cfg).save_pretrained(path)
     tok.save_pretrained(path)
 
