@@ -92,7 +92,8 @@ HELP_CONTROLS: dict[str, tuple[str, str]] = {
         "--env arith example runs the same command at a small size"),
     "data derive --env arith": ("append", "--problems 4"),
     "prmkit generate": ("skip", "the README's first generate line runs this command (SmolLM2, small size)"),
-    "prmkit policy sft": ("skip", "fine-tunes SmolLM2-135M with LoRA (about 25 minutes on 2 cores)"),
+    # fine-tunes SmolLM2-135M with LoRA (about 25 minutes on 2 cores); one step of 8 examples: 25 s
+    "prmkit policy sft": ("append", "--examples 8 --batch-size 8"),
     "prmkit label": ("skip", "SmolLM2 rollouts for 24 traces take minutes; the README's label line runs "
                              "the same command on 2 traces"),
     "prmkit search": ("append", "--problems 1 -n 4 --m 2 --max-depth 2 --step-tokens 16"),
