@@ -105,7 +105,7 @@ def _default_backend() -> str:
 #: width — at the cost of half an hour on 2 cores (sampling 2,240 solutions is most of it).
 DEMO_PRESETS: dict[str, DemoConfig] = {
     "full": DemoConfig(),
-    "verdict": DemoConfig(heldout_problems=128, arith_steps="2-5", distractors=1, hint_problems=32),
+    "verdict": DemoConfig(heldout_problems=128, arith_steps="2-5", distractors=1, hint_problems=128),
     "quick": DemoConfig(train_problems=6, heldout_problems=6, n=8, mc_traces=4, mc_k=2,
                         max_new_tokens=80, epochs=1.0, max_steps=8, batch_size=8, bootstrap=200,
                         gaming_traces=16, transfer_traces=24, hint_problems=4, hint_n=2),
