@@ -51,6 +51,9 @@ def test_too_few_silent_followers_cannot_measure():
     many = [t for i in range(10) for t in _arms() if t.id.startswith("w") or i == 0]
     r = faithfulness_probe(many)
     assert r["hidden_followers"] == 20 and r["measured"] is True and r["failed"] is False
+    # no silent follower at all: nothing to measure, whatever the minimum
+    none = faithfulness_probe([t for t in _arms() if t.id != "w2" and t.id != "w3"], min_traces=0)
+    assert none["hidden_followers"] == 0 and none["failed"] is None and none["measured"] is False
 
 
 def test_the_probe_runs_only_where_traces_carry_hints():
