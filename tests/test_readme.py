@@ -401,17 +401,14 @@ def template(tmp_path_factory):
 
 
 def _tiny_qwen2_prm(path: Path) -> None:
-    """A stand-in for Qwen2.5-Math-PRM-7B (see the module docs), made locally with a fixed seed."""
+    """A stand-in for Qwen2.5-Math-PRM-7B (see the module docs; the model tests' ``build_tiny``, with
+    the published model's 4096 positions), made locally with a fixed seed."""
     import torch
-    import transformers
-    from tiny_tokenizers import qwen_tokenizer
+    from tiny_models import build_tiny
 
     torch.manual_seed(0)
-    tok = qwen_tokenizer()
-    cfg = transformers.Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
-                                   num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                                   max_position_embeddings=4096, pad_token_id=tok.pad_token_id, num_labels=2)
-    transformers.Qwen2ForTokenClassification(cfg).save_pretrained(path)
+    model, tok = build_tiny("qwen2.5-math-prm", positions=4096)
+    model.save_pretrained(path)
     tok.save_pretrained(path)
 
 

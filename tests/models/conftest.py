@@ -26,10 +26,10 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
+from tiny_models import build_tiny  # noqa: E402
 from tiny_tokenizers import (  # noqa: E402
     SEED,
     gpt2_style_tokenizer,
-    llama3_tokenizer,
     qwen_tokenizer,
     sentencepiece_tokenizer,
     wordpiece_tokenizer,
@@ -99,36 +99,6 @@ def tokenizers_by_kind():
 
 
 # -- tiny models --------------------------------------------------------------------------------------
-def _small(**kw):
-    return dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                max_position_embeddings=512, **kw)
-
-
-def _build(name: str):
-    """(model, tokenizer) of a tiny stand-in for convention ``name``'s published checkpoints."""
-    T = transformers
-    if name in ("qwen2.5-math-prm", "skywork-prm"):
-        tok = qwen_tokenizer()
-        if name == "skywork-prm":
-            tok.bos_token = "<|endoftext|>"  # Skywork's prepare_input starts with tokenizer.bos_token
-        cfg = T.Qwen2Config(vocab_size=len(tok), num_key_value_heads=2, pad_token_id=tok.pad_token_id,
-                            num_labels=2 if name == "qwen2.5-math-prm" else 1, **_small())
-        return T.Qwen2ForTokenClassification(cfg), tok
-    if name == "math-shepherd":
-        tok = sentencepiece_tokenizer()
-        cfg = T.MistralConfig(vocab_size=len(tok), num_key_value_heads=2, bos_token_id=tok.bos_token_id,
-                              eos_token_id=tok.eos_token_id, tie_word_embeddings=False, **_small())
-        return T.MistralForCausalLM(cfg), tok
-    if name == "rlhflow":
-        tok = llama3_tokenizer()
-        cfg = T.LlamaConfig(vocab_size=len(tok), num_key_value_heads=2, bos_token_id=tok.bos_token_id,
-                            eos_token_id=tok.eos_token_id, tie_word_embeddings=False, **_small())
-        return T.LlamaForCausalLM(cfg), tok
-    if name == "prmkit":
-        tok = wordpiece_tokenizer()
-        cfg = T.BertConfig(vocab_size=len(tok), num_labels=2, pad_token_id=tok.pad_token_id, **_small())
-        return T.BertForTokenClassification(cfg), tok
-    raise KeyError(name)
 
 
 #: Convention -> the architecture class of its tiny stand-in.
@@ -143,7 +113,7 @@ def tiny_folders(tmp_path_factory):
     out = {}
     for i, name in enumerate(TINY):
         torch.manual_seed(SEED + i)
-        model, tok = _build(name)
+        model, tok = build_tiny(name)
         path = tmp_path_factory.mktemp(name.replace(".", "_"))
         model.save_pretrained(path)
         tok.save_pretrained(path)
