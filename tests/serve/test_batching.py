@@ -40,6 +40,24 @@ def test_max_batch_traces_bounds_a_call(live_server):
     assert sorted(len(c) for c in scorer.calls) == [2, 3, 3]
 
 
+def test_every_scorer_call_runs_on_one_thread_of_its_own(live_server):
+    """Back-to-back calls (one trace each, eight queued at once) all run on the batcher's own thread,
+    not the event loop's, and not on whichever pool worker is free (each new thread driving torch
+    brings its own OpenMP team)."""
+    seen: list[tuple[int, str]] = []
+
+    def score(t):
+        seen.append((threading.get_ident(), threading.current_thread().name))
+        time.sleep(0.02)  # the next call is submitted while this one's worker is still busy
+        return [0.5] * len(t.steps)
+
+    server = live_server(ScriptedScorer(score), ServeConfig(max_wait_ms=0, max_batch_traces=1))
+    replies = asyncio.run(_concurrently(server.url, [one("q", [f"step {i}"]) for i in range(8)]))
+    assert [r.status_code for r in replies] == [200] * 8
+    assert len(seen) == 8 and len({ident for ident, _ in seen}) == 1
+    assert seen[0][1].startswith("prmkit-scorer") and seen[0][0] != server.thread.ident
+
+
 def test_n_candidates_as_n_requests_share_the_problem_prefix(tiny_rm, make_traces, live_server):
     from prmkit.scoring import PrefixCachingScorer
 

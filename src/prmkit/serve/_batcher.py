@@ -18,6 +18,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from prmkit.errors import PrmkitError
@@ -75,11 +76,16 @@ class DynamicBatcher:
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._busy = False
+        self._thread: ThreadPoolExecutor | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------
     def start(self) -> None:
         """Start the worker on the running event loop."""
         self._wake = asyncio.Event()
+        # One thread runs every scorer call: asyncio.to_thread's shared pool hands back-to-back calls
+        # to whichever worker is free, and each new thread that calls torch brings its own OpenMP
+        # team and per-thread buffers.
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="prmkit-scorer")
         self._task = asyncio.get_running_loop().create_task(self._loop())
 
     async def stop(self) -> None:
@@ -93,6 +99,9 @@ class DynamicBatcher:
             except asyncio.CancelledError:
                 pass
             self._task = None
+        if self._thread is not None:
+            self._thread.shutdown(wait=True)
+            self._thread = None
 
     @property
     def idle(self) -> bool:
@@ -134,7 +143,7 @@ class DynamicBatcher:
                     continue
                 self._busy = True
                 try:
-                    await asyncio.to_thread(self._score_jobs, live)
+                    await asyncio.get_running_loop().run_in_executor(self._thread, self._score_jobs, live)
                 except Exception as e:  # a scorer bug: every waiting request fails, the server goes on
                     log.exception("scorer failed")
                     for j in live:
