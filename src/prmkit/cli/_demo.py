@@ -19,8 +19,8 @@ def demo(
                                                        "exercises every stage; CI runs it.")] = False,
     preset: Annotated[str | None, typer.Option(
         help="full (the default: 12 + 16 problems x 16 samples), quick (the same as --quick), or "
-             "verdict (128 held-out problems x 16 in the shipped models' setting: a verdict interval "
-             "of about ±8 points, about half an hour on 2 cores).")] = None,
+             "verdict (384 held-out problems x 16 in the shipped models' setting: a verdict interval "
+             "of about ±4.5 points, about 50 minutes on 2 cores).")] = None,
     out: Annotated[Path | None, typer.Option(
         "--out", "-o", help="Run folder (default runs/demo, or runs/demo-quick with --quick).")] = None,
     transfer_data: Annotated[Path | None, typer.Option(
