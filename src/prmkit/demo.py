@@ -101,8 +101,8 @@ def _default_backend() -> str:
 
 #: ``full`` fits 15 minutes on 2 CPU cores; ``quick`` 3 minutes (CI runs it); ``verdict`` samples 384
 #: held-out problems x 16 in the shipped pair's own setting (2-5 operations, a distractor), enough for
-#: a 95% interval of PRM − majority about ±4.5 points — the number of problems, not of samples, sets its
-#: width; at 128 problems (±8) the shipped PRM's -5.6 points could not be told from 0 — at the cost of
+#: a 95% interval of PRM − majority about ±4.5 points (the number of problems, not of samples, sets its
+#: width; at 128 problems, ±8, the shipped PRM's -5.6 points could not be told from 0), at the cost of
 #: about 50 minutes on 2 cores (scoring 6,144 solutions with four models is most of it). The
 #: faithfulness probe asks the first 128 of them.
 DEMO_PRESETS: dict[str, DemoConfig] = {

@@ -2,7 +2,7 @@
 
 Requests put their traces on a bounded queue and wait. One worker takes whatever is queued (waiting
 ``max_wait_ms`` for more after the first arrives, unless ``max_batch_traces`` are already there), runs
-the scorer once on all of it in a thread, and hands each request its own results. While the scorer
+the scorer once on all of it in a thread of its own, and hands each request its own results. While the scorer
 runs, new requests queue up, so under load batches grow by themselves. One call to
 :class:`~prmkit.scoring.PrefixCachingScorer` runs the problem shared by N candidates once, even when
 the candidates came as N requests, and its KV store reuses what earlier calls ran.
@@ -76,16 +76,15 @@ class DynamicBatcher:
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._busy = False
-        self._thread: ThreadPoolExecutor | None = None
+        self._executor: ThreadPoolExecutor | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------
     def start(self) -> None:
         """Start the worker on the running event loop."""
         self._wake = asyncio.Event()
-        # One thread runs every scorer call: asyncio.to_thread's shared pool hands back-to-back calls
-        # to whichever worker is free, and each new thread that calls torch brings its own OpenMP
-        # team and per-thread buffers.
-        self._thread = ThreadPoolExecutor(1, thread_name_prefix="prmkit-scorer")
+        # One thread of its own runs every scorer call. asyncio's shared pool hands back-to-back calls
+        # to whichever worker is free, and each thread that drives torch brings its own OpenMP team.
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="prmkit-scorer")
         self._task = asyncio.get_running_loop().create_task(self._loop())
 
     async def stop(self) -> None:
@@ -99,9 +98,9 @@ class DynamicBatcher:
             except asyncio.CancelledError:
                 pass
             self._task = None
-        if self._thread is not None:
-            self._thread.shutdown(wait=True)
-            self._thread = None
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
 
     @property
     def idle(self) -> bool:
@@ -143,7 +142,7 @@ class DynamicBatcher:
                     continue
                 self._busy = True
                 try:
-                    await asyncio.get_running_loop().run_in_executor(self._thread, self._score_jobs, live)
+                    await asyncio.get_running_loop().run_in_executor(self._executor, self._score_jobs, live)
                 except Exception as e:  # a scorer bug: every waiting request fails, the server goes on
                     log.exception("scorer failed")
                     for j in live:
