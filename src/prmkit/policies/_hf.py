@@ -214,70 +214,11 @@ def render_prompt(tokenizer: Any, request: GenerationRequest) -> str:
     return prompt + request.prefix
 
 
-#: The Gumbel noise ``-log(-log(u))`` of a float32 ``torch.rand`` draw lies in about [-3.8, 16.6]
-#: (``u`` clamped to 1e-20 below, at most ``1 - 2**-24``): a token whose score (logit / T) is more
-#: than the width of that range below the best token's can never be sampled. With a margin:
-_GUMBEL_SPAN = 22.0
-#: Tokens kept per row on average above which :meth:`_GumbelSampler.pick` transforms them all.
-_MAX_KEPT = 256
-
-_noise_pool: Any = None
-
-
-def _noise_workers(rows: int, torch: Any) -> int:
-    """How many threads draw a step's noise: torch's thread count, at most one per 8 rows."""
-    return max(1, min(torch.get_num_threads(), rows // 8))
-
-
-def _map_rows(fn: Any, rows: int, torch: Any) -> None:
-    """``fn(lo, hi)`` over contiguous slices of ``range(rows)``, the slices on parallel threads
-    (torch releases the GIL inside an op; a row's generator is drawn from on one thread only)."""
-    global _noise_pool
-    k = _noise_workers(rows, torch)
-    bounds = [rows * i // k for i in range(k + 1)]
-    if k == 1:
-        fn(0, rows)
-        return
-    if _noise_pool is None or _noise_pool._max_workers < k - 1:
-        from concurrent.futures import ThreadPoolExecutor
-
-        _noise_pool = ThreadPoolExecutor(k - 1, thread_name_prefix="prmkit-noise")
-    futures = [_noise_pool.submit(fn, bounds[i], bounds[i + 1]) for i in range(1, k)]
-    fn(bounds[0], bounds[1])
-    for f in futures:
-        f.result()
-
-
 class _GumbelSampler:
-    """A logits processor that turns greedy decoding into per-row seeded sampling.
-
-    ``__call__`` returns the perturbed scores ``logits / T + Gumbel noise`` over the whole vocabulary
-    (what ``model.generate`` takes the argmax of). :meth:`pick` returns that argmax without forming
-    them: the same draws, the same arithmetic on the tokens that can win, the same token."""
+    """A logits processor that turns greedy decoding into per-row seeded sampling."""
 
     def __init__(self, generators: list[Any], temperature: float, top_p: float) -> None:
         self.generators, self.temperature, self.top_p = generators, temperature, top_p
-
-    def _uniforms(self, shape: Any, torch: Any) -> Any:
-        """Each row's next ``vocab`` uniforms from its own generator, into one float32 buffer (the
-        values of ``torch.rand`` per row; rows drawn on parallel threads)."""
-        noise = torch.empty(shape, dtype=torch.float32, device="cpu")
-        gens = self.generators
-        if len(gens) != shape[0]:
-            raise ValueError(f"{len(gens)} generators for {shape[0]} rows")
-
-        def draw(lo: int, hi: int) -> None:
-            for i in range(lo, hi):
-                noise[i].uniform_(generator=gens[i])
-
-        _map_rows(draw, shape[0], torch)
-        return noise
-
-    @staticmethod
-    def _perturb(noise: Any, scores: Any) -> Any:
-        """``scores + Gumbel(noise)``, in place in ``noise``: the same values as out-of-place
-        arithmetic, without allocating (and first touching) five more (rows, vocab) tensors."""
-        return noise.to(scores.device).clamp_min_(1e-20).log_().neg_().log_().neg_().add_(scores)
 
     def __call__(self, input_ids, scores):
         torch = _torch()
@@ -289,35 +230,13 @@ class _GumbelSampler:
             drop = (probs.cumsum(dim=-1) - probs) >= self.top_p
             sorted_scores = sorted_scores.masked_fill(drop, float("-inf"))
             scores = torch.full_like(scores, float("-inf")).scatter(-1, idx, sorted_scores)
-        return self._perturb(self._uniforms(scores.shape, torch), scores)
-
-    def pick(self, logits: Any) -> Any:
-        """The sampled token of each row of ``logits`` (``(rows, vocab)``, any float dtype): exactly
-        ``self(None, logits).argmax(-1)``, the lowest index on a tie.
-
-        Every row's uniforms are drawn as there, but the Gumbel transform (two logarithms per token,
-        most of the rest of a step's sampling cost on a CPU) is computed only for the tokens whose
-        logit is within ``_GUMBEL_SPAN * T`` of the row's best: no other token can outscore the best
-        one's perturbed score. The same elementwise operations give the same bits on the tokens kept
-        (a handful per row for a trained model), so the same token wins."""
-        torch = _torch()
-        if self.top_p < 1.0 or logits.device.type != "cpu":
-            return self(None, logits).argmax(dim=-1)
-        rows, vocab = logits.shape
-        t = self.temperature
-        noise = self._uniforms(logits.shape, torch)
-        top = logits.amax(dim=-1).float()
-        cut = top - _GUMBEL_SPAN * t - 1e-3 * (1.0 + top.abs())
-        keep = logits >= cut[:, None]
-        if int(keep.sum()) <= rows * _MAX_KEPT:  # else a flat distribution: the full transform is faster
-            r, c = keep.nonzero().unbind(1)
-            v = self._perturb(noise[r, c], logits[r, c].float() / t)
-            best = torch.full((rows,), float("-inf")).scatter_reduce_(0, r, v, "amax")
-            won = v == best[r]
-            picked = torch.full((rows,), vocab).scatter_reduce_(0, r[won], c[won], "amin")
-            if bool((picked < vocab).all()):  # (a row of NaN logits keeps no token)
-                return picked
-        return self._perturb(noise, logits.float() / t).argmax(dim=-1)
+        # In place, into one buffer: the same values as torch.rand per row and out-of-place arithmetic,
+        # without allocating (and first touching) five (rows, vocab) tensors per step.
+        noise = torch.empty(scores.shape, dtype=torch.float32, device="cpu")
+        for row, g in zip(noise, self.generators, strict=True):
+            row.uniform_(generator=g)
+        gumbel = noise.to(scores.device).clamp_min_(1e-20).log_().neg_().log_().neg_()
+        return gumbel.add_(scores)
 
 
 class HFPolicy:

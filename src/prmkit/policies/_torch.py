@@ -113,7 +113,7 @@ class _Plan:
         return weight * h.to(x.dtype)
 
     def step(self, tokens: Any, positions: Any, kv: _KV, t: int, torch: Any) -> Any:
-        """Logits ``(rows, vocab)``, in the weights' dtype, of one new token per row (the ``t``-th of the decode),
+        """Float32 logits ``(rows, vocab)`` of one new token per row (the ``t``-th of the decode),
         its keys and values written into ``kv``."""
         F = torch.nn.functional
         linear = self.linear
@@ -137,7 +137,7 @@ class _Plan:
             h = self.rms(x, n2, torch)
             gate, up = linear(h, wgu, bgu).chunk(2, dim=-1)
             x = x + linear(F.silu(gate) * up, wd, bd)
-        return linear(self.rms(x, self.norm, torch)[:, 0], self.lm_head, None)
+        return linear(self.rms(x, self.norm, torch)[:, 0], self.lm_head, None).float()
 
 
 def _linear_kernel(weight: Any, torch: Any) -> tuple[Any, Any]:
@@ -303,7 +303,8 @@ class TorchPolicy(HFPolicy):
             live = list(range(rows))  # the chunk's row of each row still decoded
             for t in range(params.max_new_tokens):
                 logits = plan.step(tokens, positions, kv, t, torch)
-                picked = (sampler.pick(logits) if sampler is not None else logits.argmax(dim=-1)).tolist()
+                scores = sampler(None, logits) if sampler is not None else logits
+                picked = scores.argmax(dim=-1).tolist()
                 for j, token in enumerate(picked):
                     r = live[j]
                     if done[r]:
