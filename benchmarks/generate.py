@@ -3,6 +3,7 @@
     python benchmarks/generate.py                       # hf vs ct2 vs torch at 16 and 64 rows, llama.cpp
     python benchmarks/generate.py --quality 64          # + pass@1 of each backend on 64 arith problems
     python benchmarks/generate.py --skip-llamacpp       # without the llama.cpp engine
+    python benchmarks/generate.py --ortgenai int4,int8,fp32   # + ONNX Runtime GenAI at three precisions
 
 The same requests (arith problems with the default policy's zero-shot prompt, N samples each, at most
 ``--max-tokens`` new tokens, temperature 0.7) go to:
@@ -19,7 +20,13 @@ The same requests (arith problems with the default policy's zero-shot prompt, N 
    project's machines); build one that runs with ``CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON
    -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON" pip install --no-deps
    --target DIR llama-cpp-python`` and put DIR first on ``PYTHONPATH``.
-3. ``--quality P``: pass@1 of each of ``--quality-backends`` on P arith problems (the engine must not
+3. ``--ortgenai PRECISIONS``: ONNX Runtime GenAI's batched decoding, the third engine the speed issue
+   named (needs ``pip install onnxruntime-genai onnx onnx_ir``; not a prmkit dependency). The ``hf``
+   policy with its adapter merged is saved in float32 and converted by the package's own model
+   builder (``python -m onnxruntime_genai.models.builder -p PRECISION -e cpu``); each batch of rows is
+   then one generator (prompts left-padded by its tokenizer, top-k 50, temperature 0.7, one seed per
+   call), in a child process.
+4. ``--quality P``: pass@1 of each of ``--quality-backends`` on P arith problems (the engine must not
    make the policy worse), with 95% Wilson intervals.
 
 The ratios of the default backend (:func:`prmkit.policies.default_backend` on this machine) to ``hf``
@@ -30,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import json
 import math
 import os
 import shlex
@@ -206,6 +214,90 @@ def run_llamacpp(args: argparse.Namespace, rows: int) -> None:
               f"{proc.stderr.strip().splitlines()[-1:] }", flush=True)
 
 
+def bench_ortgenai(problems: int, n: int, max_tokens: int, precision: str) -> None:
+    """Tokens/s of ONNX Runtime GenAI's batched decoding of the same requests at 16, 32 and 64 rows (see
+    the docstring): the ``hf`` policy (adapter merged) saved in float32, converted by the package's
+    own model builder at ``precision``, then each batch of rows decoded by one generator."""
+    import subprocess
+    import tempfile
+
+    import onnxruntime_genai as og
+
+    pol = get_policy("hf", progress=False, dtype="float32")
+    _, reqs = requests_for(problems, pol)
+    prompts = [pol.render(r) for r in reqs for _ in range(n)]
+    with tempfile.TemporaryDirectory(prefix="prmkit-ortgenai-") as work:
+        src, out = os.path.join(work, "hf"), os.path.join(work, precision)
+        pol.model.save_pretrained(src)
+        pol.tokenizer.save_pretrained(src)
+        del pol
+        t0 = time.perf_counter()
+        built = subprocess.run([sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", src, "-o", out,
+                                "-p", precision, "-e", "cpu", "-c", os.path.join(work, "cache")],
+                               capture_output=True, text=True)
+        if built.returncode != 0:
+            print(f"ONNX Runtime GenAI ({precision}): the model builder failed: "
+                  f"{built.stderr.strip().splitlines()[-1:]}", flush=True)
+            return
+        print(f"ONNX Runtime GenAI {og.__version__}: {precision} model built in {time.perf_counter() - t0:.0f} s, "
+              f"{torch_threads()} threads", flush=True)
+        # The builder leaves the thread count to ONNX Runtime, which ran one thread here: give it
+        # the threads torch uses.
+        cfg_file = os.path.join(out, "genai_config.json")
+        with open(cfg_file) as f:
+            cfg = json.load(f)
+        cfg["model"]["decoder"]["session_options"]["intra_op_num_threads"] = torch_threads()
+        with open(cfg_file, "w") as f:
+            json.dump(cfg, f, indent=4)
+        model = og.Model(out)
+        tok = og.Tokenizer(model)
+        eos = {int(t) for t in tok.eos_token_ids}
+        for rows in (16, 32, 64):  # 0.18 refuses more than 32 rows per generator on this model
+            total, t0 = 0, time.perf_counter()
+            try:
+                for call, start in enumerate(range(0, len(prompts), rows)):
+                    ids = tok.encode_batch(prompts[start:start + rows]).as_numpy()  # left-padded
+                    params = og.GeneratorParams(model)
+                    params.set_search_options(do_sample=True, temperature=0.7, top_k=50, random_seed=call,
+                                              batch_size=ids.shape[0], max_length=ids.shape[1] + max_tokens)
+                    gen = og.Generator(model, params)
+                    gen.append_tokens(ids)
+                    while not gen.is_done():
+                        gen.generate_next_token()
+                    for r in range(ids.shape[0]):
+                        new = [int(t) for t in gen.get_sequence(r)[ids.shape[1]:]]
+                        ends = [i for i, t in enumerate(new) if t in eos]
+                        total += ends[0] + 1 if ends else len(new)
+            except RuntimeError as e:
+                print(f"ONNX Runtime GenAI ({rows} rows, {precision}): refused: {e}", flush=True)
+                continue
+            seconds = time.perf_counter() - t0
+            print(f"ONNX Runtime GenAI batched ({rows} rows, {precision}): {total} tokens in {seconds:.1f} s "
+                  f"= {total / seconds:.1f} tokens/s", flush=True)
+
+
+def torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
+def run_ortgenai(args: argparse.Namespace, precision: str) -> None:
+    """:func:`bench_ortgenai` in a child process: ONNX Runtime's spinning thread pool must not share
+    the CPU with the measurements after it."""
+    import subprocess
+
+    cmd = [sys.executable, __file__, "--problems", str(args.problems), "-n", str(args.n),
+           "--max-tokens", str(args.max_tokens), "--ortgenai-child", precision]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    lines = [x for x in proc.stdout.splitlines() if x.startswith("ONNX Runtime GenAI")]
+    for x in lines:
+        print(x, flush=True)
+    if proc.returncode != 0:
+        print(f"ONNX Runtime GenAI ({precision}): failed with code {proc.returncode}: "
+              f"{proc.stderr.strip().splitlines()[-1:]}", flush=True)
+
+
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     p = k / n
     d = 1 + z * z / n
@@ -239,6 +331,9 @@ def main() -> None:
     ap.add_argument("--skip-llamacpp", action="store_true")
     ap.add_argument("--quality", type=int, default=0, metavar="P", help="pass@1 on P arith problems")
     ap.add_argument("--llamacpp-rows", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--ortgenai", default="", metavar="PRECISIONS",
+                    help="also ONNX Runtime GenAI at these builder precisions (comma-separated: int4, int8, fp32)")
+    ap.add_argument("--ortgenai-child", default="", help=argparse.SUPPRESS)
     ap.add_argument("--quality-n", type=int, default=4, help="samples per problem for --quality")
     ap.add_argument("--quality-backends", default="hf,ct2,torch", help="backends --quality compares")
     ap.add_argument("--skip-speed", action="store_true", help="only --quality")
@@ -247,10 +342,16 @@ def main() -> None:
     if args.llamacpp_rows:  # the child process of run_llamacpp
         bench_llamacpp(args.problems, args.n, args.max_tokens, args.llamacpp_rows)
         return
+    if args.ortgenai_child:  # the child process of run_ortgenai
+        bench_ortgenai(args.problems, args.n, args.max_tokens, args.ortgenai_child)
+        return
     med = None if args.skip_speed else bench_backends(args.problems, args.n, args.max_tokens, args.repeats)
     if not args.skip_llamacpp and med is not None:
         for rows in (16, 64):
             run_llamacpp(args, rows)
+    for precision in [p.strip() for p in args.ortgenai.split(",") if p.strip()]:
+        if med is not None:
+            run_ortgenai(args, precision)
     if args.quality:
         bench_quality(args.quality, args.quality_n, args.quality_backends.split(","))
     print(f"reproduce: {command}")
