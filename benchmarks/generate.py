@@ -30,7 +30,8 @@ The same requests (arith problems with the default policy's zero-shot prompt, N 
    make the policy worse), with 95% Wilson intervals.
 
 The ratios of the default backend (:func:`prmkit.policies.default_backend` on this machine) to ``hf``
-at 16 and at 64 rows are printed last.
+at 16 and at 64 rows are printed last; before them, each repeat's own ratios, which show how much the
+machine's state moves them (on the 2-core machine of the README, ×2.3 to ×2.6 at 16 rows in one night).
 """
 
 from __future__ import annotations
@@ -90,6 +91,12 @@ def bench_backends(problems: int, n: int, max_tokens: int, repeats: int) -> dict
     print(f"load average (1 min) at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs", flush=True)
     for k, v in med.items():
         print(f"{k}: {v:.1f} tokens/s (median of {repeats})")
+    # The same repeat's runs are seconds apart: their ratios show how far the machine's state moves
+    # the ratio printed last (a median ratio of medians).
+    for name in BACKENDS[1:]:
+        for bs in (16, 64):
+            each = [a / b for a, b in zip(rates[f"{name}@{bs}"], rates[f"hf@{bs}"], strict=True)]
+            print(f"{name}/hf at {bs} rows, repeat by repeat: {', '.join(f'{x:.2f}' for x in each)}")
     return med
 
 
