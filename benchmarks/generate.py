@@ -200,25 +200,32 @@ def bench_llamacpp(problems: int, n: int, max_tokens: int, rows: int, threads: i
     return rate
 
 
+def run_child(args: argparse.Namespace, flag: str, value: str, prefix: str) -> tuple[int, list[str], str]:
+    """This script again in a child process with ``flag value`` and the same requests: its return
+    code, its stdout lines that start with ``prefix``, and the last line of its stderr."""
+    import subprocess
+
+    cmd = [sys.executable, __file__, "--problems", str(args.problems), "-n", str(args.n),
+           "--max-tokens", str(args.max_tokens), flag, value]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    lines = [x for x in proc.stdout.splitlines() if x.startswith(prefix)]
+    return proc.returncode, lines, (proc.stderr.strip().splitlines() or [""])[-1]
+
+
 def run_llamacpp(args: argparse.Namespace, rows: int) -> None:
     """:func:`bench_llamacpp` in a child process: a llama.cpp compiled for CPU features this machine
     does not enable dies of SIGILL, which must not take the other measurements with it."""
     import signal
-    import subprocess
 
-    cmd = [sys.executable, __file__, "--problems", str(args.problems), "-n", str(args.n),
-           "--max-tokens", str(args.max_tokens), "--llamacpp-rows", str(rows)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    lines = [x for x in proc.stdout.splitlines() if x.startswith("llama.cpp")]
-    if proc.returncode == 0 and lines:
+    code, lines, err = run_child(args, "--llamacpp-rows", str(rows), "llama.cpp")
+    if code == 0 and lines:
         print(lines[-1], flush=True)
-    elif proc.returncode == -signal.SIGILL:
+    elif code == -signal.SIGILL:
         print(f"llama.cpp batched ({rows} rows): died of an illegal instruction — this llama-cpp-python "
               "was compiled for CPU features the machine does not enable (rebuild with "
               "CMAKE_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=ON ...')", flush=True)
     else:
-        print(f"llama.cpp batched ({rows} rows): failed with code {proc.returncode}: "
-              f"{proc.stderr.strip().splitlines()[-1:] }", flush=True)
+        print(f"llama.cpp batched ({rows} rows): failed with code {code}: {err}", flush=True)
 
 
 def bench_ortgenai(problems: int, n: int, max_tokens: int, precision: str) -> None:
@@ -229,7 +236,9 @@ def bench_ortgenai(problems: int, n: int, max_tokens: int, precision: str) -> No
     import tempfile
 
     import onnxruntime_genai as og
+    import torch
 
+    threads = torch.get_num_threads()
     pol = get_policy("hf", progress=False, dtype="float32")
     _, reqs = requests_for(problems, pol)
     prompts = [pol.render(r) for r in reqs for _ in range(n)]
@@ -247,13 +256,13 @@ def bench_ortgenai(problems: int, n: int, max_tokens: int, precision: str) -> No
                   f"{built.stderr.strip().splitlines()[-1:]}", flush=True)
             return
         print(f"ONNX Runtime GenAI {og.__version__}: {precision} model built in {time.perf_counter() - t0:.0f} s, "
-              f"{torch_threads()} threads", flush=True)
+              f"{threads} threads", flush=True)
         # The builder leaves the thread count to ONNX Runtime, which ran one thread here: give it
         # the threads torch uses.
         cfg_file = os.path.join(out, "genai_config.json")
         with open(cfg_file) as f:
             cfg = json.load(f)
-        cfg["model"]["decoder"]["session_options"]["intra_op_num_threads"] = torch_threads()
+        cfg["model"]["decoder"]["session_options"]["intra_op_num_threads"] = threads
         with open(cfg_file, "w") as f:
             json.dump(cfg, f, indent=4)
         model = og.Model(out)
@@ -283,26 +292,14 @@ def bench_ortgenai(problems: int, n: int, max_tokens: int, precision: str) -> No
                   f"= {total / seconds:.1f} tokens/s", flush=True)
 
 
-def torch_threads() -> int:
-    import torch
-
-    return torch.get_num_threads()
-
-
 def run_ortgenai(args: argparse.Namespace, precision: str) -> None:
     """:func:`bench_ortgenai` in a child process: ONNX Runtime's spinning thread pool must not share
     the CPU with the measurements after it."""
-    import subprocess
-
-    cmd = [sys.executable, __file__, "--problems", str(args.problems), "-n", str(args.n),
-           "--max-tokens", str(args.max_tokens), "--ortgenai-child", precision]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    lines = [x for x in proc.stdout.splitlines() if x.startswith("ONNX Runtime GenAI")]
+    code, lines, err = run_child(args, "--ortgenai-child", precision, "ONNX Runtime GenAI")
     for x in lines:
         print(x, flush=True)
-    if proc.returncode != 0:
-        print(f"ONNX Runtime GenAI ({precision}): failed with code {proc.returncode}: "
-              f"{proc.stderr.strip().splitlines()[-1:]}", flush=True)
+    if code != 0:
+        print(f"ONNX Runtime GenAI ({precision}): failed with code {code}: {err}", flush=True)
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -353,11 +350,10 @@ def main() -> None:
         bench_ortgenai(args.problems, args.n, args.max_tokens, args.ortgenai_child)
         return
     med = None if args.skip_speed else bench_backends(args.problems, args.n, args.max_tokens, args.repeats)
-    if not args.skip_llamacpp and med is not None:
-        for rows in (16, 64):
+    if med is not None:  # the other engines beside a speed run
+        for rows in () if args.skip_llamacpp else (16, 64):
             run_llamacpp(args, rows)
-    for precision in [p.strip() for p in args.ortgenai.split(",") if p.strip()]:
-        if med is not None:
+        for precision in [p.strip() for p in args.ortgenai.split(",") if p.strip()]:
             run_ortgenai(args, precision)
     if args.quality:
         bench_quality(args.quality, args.quality_n, args.quality_backends.split(","))
