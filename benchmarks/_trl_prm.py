@@ -127,7 +127,7 @@ def run_trl_prm(model_dir: str, train_rows: list[dict], eval_rows: list[dict], *
             seed=seed, max_length=max_length, step_separator=step_separator,
             eval_strategy="no", save_strategy="no", logging_strategy="no", report_to=[],
             disable_tqdm=True, dataloader_num_workers=0, dataloader_pin_memory=False,
-            bf16=bf16, fp16=False, use_cpu=True, **checkpointing,
+            bf16=bf16, fp16=False, use_cpu=not torch.cuda.is_available(), **checkpointing,
         )
         trainer = CountingPRMTrainer(
             model=model, args=args, processing_class=tokenizer,

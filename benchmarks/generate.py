@@ -4,6 +4,7 @@
     python benchmarks/generate.py --quality 64          # + pass@1 of each backend on 64 arith problems
     python benchmarks/generate.py --skip-llamacpp       # without the llama.cpp engine
     python benchmarks/generate.py --ortgenai int4,int8,fp32   # + ONNX Runtime GenAI at three precisions
+    python benchmarks/generate.py --device cuda --backends hf,torch --rows 16,64,256 --model DIR  # a GPU
 
 The same requests (arith problems with the default policy's zero-shot prompt, N samples each, at most
 ``--max-tokens`` new tokens, temperature 0.7) go to:
@@ -67,20 +68,27 @@ def timed(policy, requests, params) -> tuple[int, float, list]:
 BACKENDS = ("hf", "ct2", "torch")
 
 
-def bench_backends(problems: int, n: int, max_tokens: int, repeats: int) -> dict[str, float]:
-    pols = {name: get_policy(name, progress=False) for name in BACKENDS}
-    _, reqs = requests_for(problems, pols["hf"])
+def bench_backends(problems: int, n: int, max_tokens: int, repeats: int, backends=BACKENDS,
+                   batch_rows=(16, 64), device: str | None = None, model: str | None = None) -> dict[str, float]:
+    # --model: a local folder without the arith adapter; --device: each backend's default where None
+    where = {**({"model": model, "adapter": None} if model else {}), **({"device": device} if device else {})}
+    pols = {name: get_policy(name, progress=False, **where) for name in backends}
+    _, reqs = requests_for(problems, next(iter(pols.values())))
     params = SamplingParams(n=n, max_new_tokens=max_tokens, temperature=0.7, seed=0)
     for pol in pols.values():
         pol.generate(reqs[:1], SamplingParams(n=1, max_new_tokens=4))  # warm-up, caches
     # Another process on the CPU slows backends unevenly: say how loaded the machine was.
     print(f"load average (1 min) at the start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    if any(getattr(p, "device", "cpu") != "cpu" for p in pols.values()):
+        import torch
+
+        print(f"device: {torch.cuda.get_device_name(0)}; torch {torch.__version__}")
     desc = "; ".join(f"{name}: {pol.model_id} ({pol.describe().get('dtype') or pol.describe().get('compute_type')})"
                      for name, pol in pols.items())
     print(f"{problems} problems x {n} samples x <= {max_tokens} new tokens, T 0.7, zero-shot arith prompt; {desc}")
     rates: dict[str, list[float]] = {}
     for r in range(repeats):
-        for bs in (16, 64):
+        for bs in batch_rows:
             for name, pol in pols.items():
                 pol.batch_size = bs
                 tokens, seconds, _ = timed(pol, reqs, params)
@@ -93,8 +101,8 @@ def bench_backends(problems: int, n: int, max_tokens: int, repeats: int) -> dict
         print(f"{k}: {v:.1f} tokens/s (median of {repeats})")
     # The same repeat's runs are seconds apart: their ratios show how far the machine's state moves
     # the ratio printed last (a median ratio of medians).
-    for name in BACKENDS[1:]:
-        for bs in (16, 64):
+    for name in [b for b in backends if b != "hf" and "hf" in backends]:
+        for bs in batch_rows:
             each = [a / b for a, b in zip(rates[f"{name}@{bs}"], rates[f"hf@{bs}"], strict=True)]
             print(f"{name}/hf at {bs} rows, repeat by repeat: {', '.join(f'{x:.2f}' for x in each)}")
     return med
@@ -341,7 +349,14 @@ def main() -> None:
     ap.add_argument("--quality-n", type=int, default=4, help="samples per problem for --quality")
     ap.add_argument("--quality-backends", default="hf,ct2,torch", help="backends --quality compares")
     ap.add_argument("--skip-speed", action="store_true", help="only --quality")
+    ap.add_argument("--backends", default=",".join(BACKENDS), help="backends the speed run compares")
+    ap.add_argument("--rows", default="16,64", help="rows per batch the speed run tries (comma-separated)")
+    ap.add_argument("--device", default=None, help="cpu or cuda (default: each backend's own default)")
+    ap.add_argument("--model", default=None,
+                    help="a local transformers folder instead of SmolLM2 + the arith adapter (no adapter)")
     args = ap.parse_args()
+    backends = tuple(b.strip() for b in args.backends.split(",") if b.strip())
+    batch_rows = tuple(int(r) for r in args.rows.split(",") if r.strip())
     command = shlex.join(["python", "benchmarks/generate.py", *sys.argv[1:]])
     if args.llamacpp_rows:  # the child process of run_llamacpp
         bench_llamacpp(args.problems, args.n, args.max_tokens, args.llamacpp_rows)
@@ -349,7 +364,8 @@ def main() -> None:
     if args.ortgenai_child:  # the child process of run_ortgenai
         bench_ortgenai(args.problems, args.n, args.max_tokens, args.ortgenai_child)
         return
-    med = None if args.skip_speed else bench_backends(args.problems, args.n, args.max_tokens, args.repeats)
+    med = None if args.skip_speed else bench_backends(args.problems, args.n, args.max_tokens, args.repeats,
+                                                      backends, batch_rows, args.device, args.model)
     if med is not None:  # the other engines beside a speed run
         for rows in () if args.skip_llamacpp else (16, 64):
             run_llamacpp(args, rows)
@@ -360,12 +376,15 @@ def main() -> None:
     print(f"reproduce: {command}")
     if med is None:
         return
-    for name in BACKENDS[1:]:
-        print(f"{name}/hf: {med[f'{name}@16'] / med['hf@16']:.2f} at 16 rows, "
-              f"{med[f'{name}@64'] / med['hf@64']:.2f} at 64 rows")
+    if "hf" not in backends:
+        return
+    for name in backends:
+        if name != "hf":
+            print(f"{name}/hf: " + ", ".join(f"{med[f'{name}@{bs}'] / med[f'hf@{bs}']:.2f} at {bs} rows"
+                                             for bs in batch_rows))
     default = default_backend()
-    print(f"ratio default ({default})/hf at 16 rows: {med[f'{default}@16'] / med['hf@16']:.2f}")
-    print(f"ratio default ({default})/hf at 64 rows: {med[f'{default}@64'] / med['hf@64']:.2f}")
+    for bs in batch_rows if default in backends and default != "hf" else ():
+        print(f"ratio default ({default})/hf at {bs} rows: {med[f'{default}@{bs}'] / med[f'hf@{bs}']:.2f}")
 
 
 if __name__ == "__main__":

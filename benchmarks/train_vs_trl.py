@@ -75,8 +75,12 @@ def main(argv: list[str] | None = None) -> None:
 
     if not Path(args.data).exists():
         raise SystemExit(f"no data at {args.data} (the benchmark uses ../shared/data; pass --data)")
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, bf16 on this CPU: "
-          f"{bf16_problem(torch.device('cpu')) or 'native'}")
+    if torch.cuda.is_available():  # both trainers train on the GPU where one is visible
+        print(f"torch {torch.__version__}, device {torch.cuda.get_device_name(0)}, bf16 there: "
+              f"{bf16_problem(torch.device('cuda')) or 'native'}")
+    else:
+        print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, bf16 on this CPU: "
+              f"{bf16_problem(torch.device('cpu')) or 'native'}")
     traces = [t for t in read(args.data) if t.steps and all(s.labels for s in t.steps)]
     train_traces, eval_traces = traces[:-args.eval_traces], traces[-args.eval_traces:]
     rows = rows_from_file(args.data)
@@ -89,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
         # no run's eval loss depends on how its random head happened to start.
         model_dir = os.path.join(work, "start")
         RewardModel.from_backbone(_model_dir(args.model, work), convention="trl", num_labels=2, head_init="zero",
-                                  seed=args.seed).save_pretrained(model_dir)
+                                  seed=args.seed, dtype="float32").save_pretrained(model_dir)
         train_file, eval_file = os.path.join(work, "train.jsonl"), os.path.join(work, "eval.jsonl")
         write_traces(train_traces, train_file)
         write_traces(eval_traces, eval_file)
@@ -106,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
                               output_dir=os.path.join(work, f"prmkit-{precision}"), progress=False, num_labels=2,
                               precision=precision)
             res = train(cfg, log=lambda m: print(f"  prmkit {precision}: {m}", flush=True))
-            ev = common_eval(RewardModel.from_pretrained(res.output_dir))
+            ev = common_eval(RewardModel.from_pretrained(res.output_dir, dtype="float32"))
             return {"seconds": res.seconds, "tokens": res.tokens, "padded_tokens": res.padded_tokens,
                     "tokens_per_s": res.tokens_per_s, "eval_loss": res.eval["eval_loss"],
                     "common_eval_loss": ev["eval_loss"], "auroc": ev["auroc"], "used": res.precision["used"],

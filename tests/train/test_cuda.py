@@ -9,6 +9,7 @@ asked for: ``PRMKIT_TEST_CUDA=1 pytest -m cuda``; elsewhere they skip and say wh
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -42,6 +43,15 @@ def test_training_on_the_gpu_uses_bf16_and_scores_like_the_cpu(marker_files, tmp
     assert result.precision["used"] == want
     assert all(math.isfinite(h["loss"]) for h in result.history if "loss" in h)
     assert math.isfinite(result.eval["eval_loss"])
+    # bf16 autocast over float32 weights (a model loads in bfloat16 on a GPU by default; training must
+    # not keep it so, or AdamW's small updates round away): what was trained is saved in float32
+    from safetensors import safe_open
+
+    saved = sorted(Path(result.output_dir).glob("*.safetensors"))
+    assert saved
+    for f in saved:
+        with safe_open(str(f), "pt") as st:
+            assert {st.get_slice(k).get_dtype() for k in st.keys()} == {"F32"}, f.name
     # the saved folder scores the same on both devices at fp32 (invariants are fp32 numbers)
     cpu = RewardModel.from_pretrained(result.output_dir, device="cpu", dtype="float32").score(_traces())
     gpu = RewardModel.from_pretrained(result.output_dir, device="cuda", dtype="float32").score(_traces())

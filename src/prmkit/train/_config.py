@@ -77,7 +77,7 @@ class TrainConfig:
     bucketing: bool = True            #: batches of similar length (little compute on padding)
     disable_dropout: bool = True
     precision: str = "auto"           #: compute: fp32, bf16 (autocast; fp32 weights) or auto (bf16 where native)
-    dtype: str | None = None          #: weight storage: float32 (CPU default) / bfloat16 / float16
+    dtype: str | None = None          #: weight storage: float32 (None: on every device) / bfloat16 / float16
     # run
     output_dir: str = "runs/prm"
     eval_every: int = 0               #: optimizer steps between evaluations (0: at the end only)

@@ -256,8 +256,11 @@ def train(cfg: TrainConfig, *, log=print) -> TrainResult:
     set_seed(cfg.seed)
     out = Path(cfg.output_dir)
     prec = resolve_precision(cfg.precision, acc.device, auto=TRAIN_AUTO)
+    # Weights (and so AdamW's state) in float32 unless dtype says otherwise, on every device: a model
+    # loads in bfloat16 by default on a GPU, where AdamW's small updates would round away.
+    weights = cfg.dtype or "float32"
     say(f"precision: {prec.describe()}" + ("" if prec.used == "fp32" else
-                                           ", weights and optimizer state in float32"))
+                                           f", weights and optimizer state in {weights}"))
 
     # 1. Where to start: a fresh backbone, or the newest checkpoint of this run.
     ckpt = _checkpoints(out)[-1] if cfg.resume and out.is_dir() and _checkpoints(out) else None
@@ -273,10 +276,10 @@ def train(cfg: TrainConfig, *, log=print) -> TrainResult:
     # The main process first: a backbone alias may be built or converted into the prmkit cache on first
     # use, and once the process group exists transformers' save_pretrained writes no weights on other ranks.
     with acc.main_process_first():
-        rm = (RewardModel.from_pretrained(str(ckpt), max_length=cfg.max_length, dtype=cfg.dtype)
+        rm = (RewardModel.from_pretrained(str(ckpt), max_length=cfg.max_length, dtype=weights)
               if full_ckpt else
               RewardModel.from_backbone(cfg.model, convention=cfg.convention, kind=cfg.kind,
-                                        num_labels=cfg.num_labels, dtype=cfg.dtype, max_length=cfg.max_length,
+                                        num_labels=cfg.num_labels, dtype=weights, max_length=cfg.max_length,
                                         trust_remote_code=cfg.trust_remote_code, seed=cfg.seed,
                                         causal=cfg.causal))
     rm.model.to(acc.device)
