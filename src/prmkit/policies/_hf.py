@@ -232,7 +232,7 @@ class _GumbelSampler:
             scores = torch.full_like(scores, float("-inf")).scatter(-1, idx, sorted_scores)
         # In place, into one buffer: the same values as torch.rand per row and out-of-place arithmetic,
         # without allocating (and first touching) five (rows, vocab) tensors per step.
-        noise = torch.empty(scores.shape, dtype=torch.float32, device="cpu")
+        noise = torch.empty(scores.shape, dtype=torch.float32, device=self.generators[0].device)
         for row, g in zip(noise, self.generators, strict=True):
             row.uniform_(generator=g)
         gumbel = noise.to(scores.device).clamp_min_(1e-20).log_().neg_().log_().neg_()
@@ -423,10 +423,15 @@ class HFPolicy:
 
     def _row_generators(self, chunk: list[tuple[int, list[int], int, int | None]], torch: Any
                         ) -> list[Any]:
-        """One CPU ``torch.Generator`` per row, seeded from the row's seed (a fresh seed if None)."""
+        """One ``torch.Generator`` per row on the model's device, seeded from the row's seed (a fresh
+        seed if None). On a GPU the noise is drawn there: per-row CPU generators cost 25 ms a step for
+        64 rows of SmolLM2's vocabulary on an H200 (CUDA ones 0.9 ms), more than the forward pass. The
+        samples are then those of that device's generator: the same run to run and batch-invariant, but
+        not the CPU's."""
         gens = []
+        dev = self.model.device if self.model.device.type == "cuda" else "cpu"
         for *_, s in chunk:
-            g = torch.Generator(device="cpu")
+            g = torch.Generator(device=dev)
             g.manual_seed(s if s is not None else torch.seed())
             gens.append(g)
         return gens
