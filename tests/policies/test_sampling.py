@@ -84,9 +84,14 @@ def test_resume_refuses_a_corrupt_middle(tmp_path):
                       params=SamplingParams(n=1), prompts=PromptBuilder("arith", shots=0), progress=False)
 
 
-def test_hf_resumed_file_equals_uninterrupted(tmp_path, tiny_lm):
+@pytest.mark.parametrize("backend,options", [("hf", {}), ("torch", {"dtype": "float32"}),
+                                             ("torch", {"dtype": "bfloat16"})],
+                         ids=["hf", "torch-float32", "torch-bfloat16"])
+def test_resumed_file_equals_uninterrupted(tmp_path, tiny_lm, backend, options):
+    """A sample file finished in a second run (other batch plans: one problem, then two per call)
+    equals one written at once, for hf and for the default local backend (torch, both precisions)."""
     pytest.importorskip("torch")
-    pol = get_policy("hf", model=tiny_lm, batch_size=5, progress=False)
+    pol = get_policy(backend, model=tiny_lm, batch_size=5, progress=False, **options)
     problems = ArithEnv(CFG).problems(5)
     kw = dict(params=SamplingParams(n=3, max_new_tokens=12, temperature=1.0, seed=11),
               prompts=PromptBuilder("arith", shots=1, config=CFG), progress=False)
