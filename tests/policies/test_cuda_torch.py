@@ -13,6 +13,8 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from decode_checks import step_logits_gap  # noqa: E402
+
 from prmkit.policies import GenerationRequest, SamplingParams, get_policy  # noqa: E402
 
 pytestmark = [
@@ -90,29 +92,8 @@ def test_logits_on_the_gpu_equal_a_transformers_forward(wide_lm):
     """Each decode step's logits on the GPU equal a plain forward pass over the prompt and the tokens
     so far (float32)."""
     gpu = _pol(wide_lm, "torch", "cuda", batch_size=6)
-    plan = gpu._plan
-    seen = []
-    step = plan.step
-
-    def spy(tokens, positions, kv, t, torch_):
-        out = step(tokens, positions, kv, t, torch_)
-        assert out.device.type == "cuda"
-        seen.append((tokens.tolist(), out.clone()))
-        return out
-
-    plan.step = spy
-    gpu.generate(REQS, SamplingParams(n=2, max_new_tokens=6, temperature=1.0, seed=2))
-    prompts = [gpu._encode(r)[0] for r in REQS for _ in range(2)]
-    worst, compared = 0.0, 0
-    for r, prompt in enumerate(prompts):
-        fed = prompt[:-1]
-        for tokens, logits in seen:
-            fed = fed + [tokens[r]]
-            with torch.no_grad():
-                ref = gpu.model(torch.tensor([fed], device="cuda")).logits[0, -1]
-            worst = max(worst, (logits[r] - ref).abs().max().item())
-            compared += 1
-    assert compared == 6 * len(seen) and len(seen) >= 2 and worst < 1e-4
+    worst, compared, steps = step_logits_gap(gpu, REQS)  # checks each step's logits are on the GPU
+    assert compared == 6 * steps and steps >= 2 and worst < 1e-4
 
 
 def test_auto_dtype_on_the_gpu_is_bfloat16_and_repeats(wide_lm):

@@ -11,6 +11,8 @@ from prmkit.policies import GenerationRequest, SamplingParams, get_policy
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from decode_checks import step_logits_gap  # noqa: E402
+
 from prmkit.policies import native_bf16  # noqa: E402
 from prmkit.policies._torch import decode_support  # noqa: E402
 
@@ -90,28 +92,8 @@ def test_stop_strings_equal_hf(pair):
 def test_logits_equal_transformers_forward(wide_lm):
     """Each decode step's logits equal a plain forward pass over the prompt and the tokens so far."""
     fast = get_policy("torch", model=wide_lm, batch_size=6, dtype="float32", progress=False)
-    plan = fast._plan
-    seen = []
-    step = plan.step
-
-    def spy(tokens, positions, kv, t, torch_):
-        out = step(tokens, positions, kv, t, torch_)
-        seen.append((tokens.tolist(), out.clone()))
-        return out
-
-    plan.step = spy
-    fast.generate(REQS, SamplingParams(n=2, max_new_tokens=6, temperature=1.0, seed=2))
-    prompts = [fast._encode(r)[0] for r in REQS for _ in range(2)]
-    worst, compared = 0.0, 0
-    for r, prompt in enumerate(prompts):
-        fed = prompt[:-1]
-        for tokens, logits in seen:
-            fed = fed + [tokens[r]]
-            with torch.no_grad():
-                ref = fast.model(torch.tensor([fed])).logits[0, -1]
-            worst = max(worst, (logits[r] - ref).abs().max().item())
-            compared += 1
-    assert compared == 6 * len(seen) and len(seen) >= 2 and worst < 1e-4
+    worst, compared, steps = step_logits_gap(fast, REQS)
+    assert compared == 6 * steps and steps >= 2 and worst < 1e-4
 
 
 def test_batched_equals_one_at_a_time(pair):
