@@ -3,6 +3,7 @@
     python benchmarks/serve_load.py                                   # the shipped SmolLM2 PRM, 64 clients, 60 s each
     python benchmarks/serve_load.py --model tiny --seconds 10         # a seeded tiny PRM (no weights needed)
     python benchmarks/serve_load.py --clients 16 --soak 600           # soak: the batched server alone, 10 min
+    python benchmarks/serve_load.py --rounds 2 --half 0               # naive and batched twice, A B B A
 
 Both servers run in this process on loopback (uvicorn on a free 127.0.0.1 port, one at a time), serve
 the same model and take the same load: ``--clients`` concurrent clients, each sending in a loop one
@@ -18,7 +19,10 @@ request (requests in flight at the end are awaited and counted).
 
 Printed per server: requests, steps scored per second, latency p50 / p95 / p99, errors; then a run of
 the batched server at half the naive-saturating client count (``--half``) for the p99 / p50 ratio; then
-the command line, and last the batched / naive steps/s ratio (the issue's goal: >= 3).
+the command line, and last the batched / naive steps/s ratio (the issue's goal: >= 3). ``--rounds R``
+runs naive and batched R times each, alternating (A B B A ...), prints each round's ratio, and last the
+ratio of the steps/s over all rounds: this 2-core machine's speed drifts by about 20% within minutes,
+which one naive run followed by one batched run cannot tell from a difference between the servers.
 
 ``--soak SECONDS`` runs the batched server alone under ``--clients`` for that long and prints, every
 ``--every`` seconds, throughput, latency percentiles, errors and this process's RSS, then the RSS
@@ -275,6 +279,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--batch-size", type=int, default=16, help="sequences per forward pass (both servers)")
     ap.add_argument("--max-batch-traces", type=int, default=64)
     ap.add_argument("--max-wait-ms", type=float, default=5.0)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="naive and batched runs, alternating A B B A ... (the ratio over all of them; "
+                         "this 2-core machine's speed drifts by 20%% within minutes)")
     ap.add_argument("--half", type=int, default=None, help="clients of the half-load run (default clients/2; 0: no such run)")
     ap.add_argument("--soak", type=float, default=None, metavar="SECONDS",
                     help="instead: the batched server alone for SECONDS (the issue's soak: 600 at moderate "
@@ -298,19 +305,29 @@ def main(argv: list[str] | None = None) -> None:
         soak(rm, args, batched_cfg)
         print(command)
         return
-    naive = run(Naive(rm, args.batch_size), ServeConfig(max_batch_traces=1, max_wait_ms=0, **common),
-                Bodies(args.candidates, args.cycle), args.clients, args.seconds)
-    print(line("naive (1 pass/request)", naive.window()) + "  " + busy(naive), flush=True)
-    scorer = PrefixCachingScorer(rm, batch_size=args.batch_size)
-    batched = run(scorer, batched_cfg, Bodies(args.candidates, args.cycle), args.clients, args.seconds)
-    st = scorer.stats
-    print(line("batched (prmkit serve)", batched.window()) + "  " + busy(batched)
-          + f"  tokens computed {st.tokens_computed} of {st.tokens_requested} "
-            f"({st.tokens_requested / max(st.tokens_computed, 1):.2f}x fewer)", flush=True)
+    naive_cfg = ServeConfig(max_batch_traces=1, max_wait_ms=0, **common)
+    naives, batcheds = [], []
+    for r in range(args.rounds):  # A B, then B A, ...: a drift of the machine's speed hits both sides
+        for side in ("naive", "batched") if r % 2 == 0 else ("batched", "naive"):
+            tag = f" [round {r + 1}]" if args.rounds > 1 else ""
+            if side == "naive":
+                naive = run(Naive(rm, args.batch_size), naive_cfg, Bodies(args.candidates, args.cycle),
+                            args.clients, args.seconds)
+                naives.append(naive)
+                print(line("naive (1 pass/request)", naive.window()) + "  " + busy(naive) + tag, flush=True)
+            else:
+                scorer = PrefixCachingScorer(rm, batch_size=args.batch_size)
+                batched = run(scorer, batched_cfg, Bodies(args.candidates, args.cycle), args.clients,
+                              args.seconds)
+                batcheds.append(batched)
+                st = scorer.stats
+                print(line("batched (prmkit serve)", batched.window()) + "  " + busy(batched)
+                      + f"  tokens computed {st.tokens_computed} of {st.tokens_requested} "
+                        f"({st.tokens_requested / max(st.tokens_computed, 1):.2f}x fewer)" + tag, flush=True)
     half = max(1, args.clients // 2) if args.half is None else args.half
     light = None if half == 0 else run(PrefixCachingScorer(rm, batch_size=args.batch_size), batched_cfg, Bodies(args.candidates, args.cycle),
                 half, args.seconds)
-    runs = [naive, batched]
+    runs = [*naives, *batcheds]
     if light is not None:
         lw = light.window()
         print(line(f"batched, {half} clients", lw) + f"  p99/p50 {lw['p99'] / lw['p50']:.2f}  " + busy(light),
@@ -318,7 +335,14 @@ def main(argv: list[str] | None = None) -> None:
         runs.append(light)
     print(f"errors: {sum(len(r.errors) for r in runs)} ({error_kinds(*runs)})")
     print(command)
-    ratio = batched.window()["steps_per_s"] / naive.window()["steps_per_s"]
+    if args.rounds > 1:
+        each = [b.window()["steps_per_s"] / n.window()["steps_per_s"] for n, b in zip(naives, batcheds, strict=True)]
+        print(f"batched / naive steps/s, round by round: {', '.join(f'{x:.2f}' for x in each)}")
+
+    def steps_per_s(recs: list[Record]) -> float:  # over all rounds: steps / seconds, summed
+        return sum(r.window()["steps_per_s"] * r.wall for r in recs) / sum(r.wall for r in recs)
+
+    ratio = steps_per_s(batcheds) / steps_per_s(naives)
     print(f"batched / naive steps/s: {ratio:.2f}x (goal >= 3)")
 
 
