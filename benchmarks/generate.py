@@ -4,7 +4,7 @@
     python benchmarks/generate.py --quality 64          # + pass@1 of each backend on 64 arith problems
     python benchmarks/generate.py --skip-llamacpp       # without the llama.cpp engine
     python benchmarks/generate.py --ortgenai int4,int8,fp32   # + ONNX Runtime GenAI at three precisions
-    python benchmarks/generate.py --device cuda --backends hf,torch --rows 16,64,256 --model DIR  # a GPU
+    python benchmarks/generate.py --device cuda --backends hf,torch --rows 16,64,128 --model DIR  # a GPU
 
 The same requests (arith problems with the default policy's zero-shot prompt, N samples each, at most
 ``--max-tokens`` new tokens, temperature 0.7) go to:

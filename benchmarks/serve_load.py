@@ -340,7 +340,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"batched / naive steps/s, round by round: {', '.join(f'{x:.2f}' for x in each)}")
 
     def steps_per_s(recs: list[Record]) -> float:  # over all rounds: steps / seconds, summed
-        return sum(r.window()["steps_per_s"] * r.wall for r in recs) / sum(r.wall for r in recs)
+        return sum(n for r in recs for _, _, n in r.done) / sum(r.wall for r in recs)
 
     ratio = steps_per_s(batcheds) / steps_per_s(naives)
     print(f"batched / naive steps/s: {ratio:.2f}x (goal >= 3)")

@@ -75,12 +75,10 @@ def main(argv: list[str] | None = None) -> None:
 
     if not Path(args.data).exists():
         raise SystemExit(f"no data at {args.data} (the benchmark uses ../shared/data; pass --data)")
-    if torch.cuda.is_available():  # both trainers train on the GPU where one is visible
-        print(f"torch {torch.__version__}, device {torch.cuda.get_device_name(0)}, bf16 there: "
-              f"{bf16_problem(torch.device('cuda')) or 'native'}")
-    else:
-        print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, bf16 on this CPU: "
-              f"{bf16_problem(torch.device('cpu')) or 'native'}")
+    gpu = torch.cuda.is_available()  # both trainers train on the GPU where one is visible
+    where = torch.cuda.get_device_name(0) if gpu else f"the CPU, {torch.get_num_threads()} threads"
+    print(f"torch {torch.__version__} on {where}, bf16 there: "
+          f"{bf16_problem(torch.device('cuda' if gpu else 'cpu')) or 'native'}")
     traces = [t for t in read(args.data) if t.steps and all(s.labels for s in t.steps)]
     train_traces, eval_traces = traces[:-args.eval_traces], traces[-args.eval_traces:]
     rows = rows_from_file(args.data)

@@ -1,7 +1,45 @@
-"""Checks of prmkit's decode loop shared by the CPU and GPU tests of the torch backend. Importable
-because ``tests/conftest.py`` puts this folder on ``sys.path``."""
+"""Models, requests and checks of prmkit's decode loop shared by the CPU and GPU tests of the torch
+backend. Importable because ``tests/conftest.py`` puts this folder on ``sys.path``."""
 
 from __future__ import annotations
+
+from prmkit.policies import GenerationRequest
+
+
+def req(text, key, prefix=""):
+    return GenerationRequest([{"role": "user", "content": text}], prefix=prefix, key=key)
+
+
+# Prompts of different lengths (left padding), one with a prefix to continue.
+REQS = [req("Tom has 3 apples.", "a"), req("She gives away 4: 12 - 4 =", "b", prefix="Step 1:"),
+        req("2 * 3", "c")]
+
+
+def rows(out):
+    """What a policy's completions say, comparable with ``==``."""
+    return [[(c.text, c.finish_reason, c.num_tokens, c.prompt_tokens) for c in row] for row in out]
+
+
+def wide_copy(folder, out, model_cls=None, config_cls=None, **extra):
+    """A copy of the tiny model in ``folder`` (a Llama unless ``model_cls`` / ``config_cls`` say
+    otherwise) with wide random weights, seed 1, saved to ``out``: default-initialised ones give
+    nearly flat logits, where greedy choices hang on rounding (which also differs between devices)."""
+    import torch
+    import transformers
+
+    model_cls = model_cls or transformers.LlamaForCausalLM
+    config_cls = config_cls or transformers.LlamaConfig
+    tok = transformers.AutoTokenizer.from_pretrained(folder)
+    base = transformers.AutoConfig.from_pretrained(folder)
+    cfg = config_cls(vocab_size=base.vocab_size, hidden_size=32, intermediate_size=64,
+                     num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                     max_position_embeddings=512, eos_token_id=base.eos_token_id,
+                     pad_token_id=base.pad_token_id, bos_token_id=base.bos_token_id,
+                     tie_word_embeddings=True, initializer_range=0.3, **extra)
+    torch.manual_seed(1)
+    model_cls(cfg).save_pretrained(out)
+    tok.save_pretrained(out)
+    return str(out)
 
 
 def step_logits_gap(policy, requests, *, n: int = 2, max_new_tokens: int = 6, seed: int = 2):

@@ -13,9 +13,9 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from decode_checks import step_logits_gap  # noqa: E402
+from decode_checks import REQS, rows, step_logits_gap, wide_copy  # noqa: E402
 
-from prmkit.policies import GenerationRequest, SamplingParams, get_policy  # noqa: E402
+from prmkit.policies import SamplingParams, get_policy  # noqa: E402
 
 pytestmark = [
     pytest.mark.cuda,
@@ -24,35 +24,11 @@ pytestmark = [
 ]
 
 
-def req(text, key, prefix=""):
-    return GenerationRequest([{"role": "user", "content": text}], prefix=prefix, key=key)
-
-
-# Prompts of different lengths (left padding), one with a prefix to continue.
-REQS = [req("Tom has 3 apples.", "a"), req("She gives away 4: 12 - 4 =", "b", prefix="Step 1:"),
-        req("2 * 3", "c")]
-
-
-def rows(out):
-    return [[(c.text, c.finish_reason, c.num_tokens, c.prompt_tokens) for c in row] for row in out]
-
-
 @pytest.fixture(scope="module")
 def wide_lm(tiny_lm, tmp_path_factory):
     """The tiny Llama with wide random weights (default-initialised ones give nearly flat logits, where
     a sample hangs on the last bit of rounding, which differs between devices)."""
-    out = tmp_path_factory.mktemp("wide_llama_cuda")
-    tok = transformers.AutoTokenizer.from_pretrained(tiny_lm)
-    base = transformers.AutoConfig.from_pretrained(tiny_lm)
-    cfg = transformers.LlamaConfig(vocab_size=base.vocab_size, hidden_size=32, intermediate_size=64,
-                                   num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                                   max_position_embeddings=512, eos_token_id=base.eos_token_id,
-                                   pad_token_id=base.pad_token_id, bos_token_id=base.bos_token_id,
-                                   tie_word_embeddings=True, initializer_range=0.3)
-    torch.manual_seed(1)
-    transformers.LlamaForCausalLM(cfg).save_pretrained(out)
-    tok.save_pretrained(out)
-    return str(out)
+    return wide_copy(tiny_lm, tmp_path_factory.mktemp("wide_llama_cuda"))
 
 
 def _pol(folder, backend, device, dtype="float32", batch_size=4):

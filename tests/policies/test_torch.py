@@ -6,46 +6,20 @@ from __future__ import annotations
 
 import pytest
 
-from prmkit.policies import GenerationRequest, SamplingParams, get_policy
+from prmkit.policies import SamplingParams, get_policy
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from decode_checks import step_logits_gap  # noqa: E402
+from decode_checks import REQS, req, rows, step_logits_gap, wide_copy  # noqa: E402
 
 from prmkit.policies import native_bf16  # noqa: E402
 from prmkit.policies._torch import decode_support  # noqa: E402
 
 
-def req(text, key, prefix=""):
-    return GenerationRequest([{"role": "user", "content": text}], prefix=prefix, key=key)
-
-
-# Prompts of different lengths (left padding), one with a prefix to continue.
-REQS = [req("Tom has 3 apples.", "a"), req("She gives away 4: 12 - 4 =", "b", prefix="Step 1:"),
-        req("2 * 3", "c")]
-
-
-def _wide(folder, out, model_cls, config_cls, **extra):
-    """A copy of the tiny model in ``folder`` with wide random weights (default-initialised ones give
-    nearly flat logits, where greedy choices hang on rounding), saved to ``out``."""
-    tok = transformers.AutoTokenizer.from_pretrained(folder)
-    base = transformers.AutoConfig.from_pretrained(folder)
-    cfg = config_cls(vocab_size=base.vocab_size, hidden_size=32, intermediate_size=64,
-                     num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                     max_position_embeddings=512, eos_token_id=base.eos_token_id,
-                     pad_token_id=base.pad_token_id, bos_token_id=base.bos_token_id,
-                     tie_word_embeddings=True, initializer_range=0.3, **extra)
-    torch.manual_seed(1)
-    model = model_cls(cfg)
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
-    return str(out)
-
-
 @pytest.fixture(scope="module")
 def wide_lm(tiny_lm, tmp_path_factory):
-    return _wide(tiny_lm, tmp_path_factory.mktemp("wide_llama"), transformers.LlamaForCausalLM,
+    return wide_copy(tiny_lm, tmp_path_factory.mktemp("wide_llama"), transformers.LlamaForCausalLM,
                  transformers.LlamaConfig)
 
 
@@ -54,10 +28,6 @@ def pair(wide_lm):
     hf = get_policy("hf", model=wide_lm, batch_size=4, progress=False)
     fast = get_policy("torch", model=wide_lm, batch_size=4, dtype="float32", progress=False)
     return hf, fast
-
-
-def rows(out):
-    return [[(c.text, c.finish_reason, c.num_tokens, c.prompt_tokens) for c in row] for row in out]
 
 
 @pytest.mark.parametrize("sp", [
@@ -131,7 +101,7 @@ def test_mixed_groups_fall_back_to_a_group_per_row(pair):
 
 
 def test_qwen2_with_biases_equals_hf(tiny_lm, tmp_path):
-    folder = _wide(tiny_lm, tmp_path / "qwen2", transformers.Qwen2ForCausalLM, transformers.Qwen2Config)
+    folder = wide_copy(tiny_lm, tmp_path / "qwen2", transformers.Qwen2ForCausalLM, transformers.Qwen2Config)
     hf = get_policy("hf", model=folder, batch_size=4, progress=False)
     fast = get_policy("torch", model=folder, batch_size=4, dtype="float32", progress=False)
     assert fast.model.model.layers[0].self_attn.q_proj.bias is not None
