@@ -18,7 +18,7 @@ once, and then decodes batches of whole requests (:meth:`TorchPolicy._chunks`) w
   row's new tokens; grouped-query attention per key/value head without repeating keys. On a CPU,
   reading the cache is most of attention's cost, so the shared prompt saves most of it;
 - rows that have all ended leave the batch by whole requests, once they are a quarter of it;
-- the same rotary embedding module, RMSNorm arithmetic and per-row seeded Gumbel-max sampling as
+- the same rotary embedding module, RMSNorm arithmetic and per-row seeded sampling as
   ``hf`` — so at float32 it produces ``hf``'s completions (checked by the tests), and a request's
   completions do not depend on the rest of its batch (up to floating-point ties, as with ``hf``).
 
@@ -36,7 +36,7 @@ from __future__ import annotations
 from typing import Any
 
 from prmkit.policies._base import SamplingParams, native_bf16
-from prmkit.policies._hf import HFPolicy, _GumbelSampler, _torch
+from prmkit.policies._hf import HFPolicy, _RowSampler, _torch
 
 __all__ = ["TorchPolicy", "decode_support"]
 
@@ -292,7 +292,7 @@ class TorchPolicy(HFPolicy):
                 n = 1
             kv = _KV(parts, n, width - 1, params.max_new_tokens, plan.kvh, plan.hd, dev, torch)
             del parts
-            sampler = (_GumbelSampler(self._row_generators(chunk, torch), params.temperature, params.top_p)
+            sampler = (_RowSampler(self._row_seeds(chunk), params.temperature, params.top_p, dev)
                        if params.temperature > 0 else None)
             eos = self._eos_ids()
             stops = [s for s in params.stop if s]
@@ -303,8 +303,7 @@ class TorchPolicy(HFPolicy):
             live = list(range(rows))  # the chunk's row of each row still decoded
             for t in range(params.max_new_tokens):
                 logits = plan.step(tokens, positions, kv, t, torch)
-                scores = sampler(None, logits) if sampler is not None else logits
-                picked = scores.argmax(dim=-1).tolist()
+                picked = (sampler.pick(logits) if sampler is not None else logits.argmax(dim=-1)).tolist()
                 for j, token in enumerate(picked):
                     r = live[j]
                     if done[r]:
@@ -327,7 +326,7 @@ class TorchPolicy(HFPolicy):
                     kept = idx.tolist()
                     live = [live[j] for j in kept]
                     if sampler is not None:
-                        sampler.generators = [sampler.generators[j] for j in kept]
+                        sampler.keep(idx)
         return out
 
 
@@ -341,8 +340,10 @@ def _slice_starts(total: int, n: int, size: int) -> list[int]:
 
 def _stopped(tok: Any, row: list[int], stops: list[str]) -> bool:
     """Whether the text of ``row`` now contains a stop string (a character whose bytes are not all
-    generated yet is not text yet: the decoder's trailing replacement character is left out)."""
-    text = tok.decode(row, skip_special_tokens=True)
+    generated yet is not text yet: the decoder's trailing replacement character is left out).
+    Special tokens count with their names, as in ``transformers``' stop-string criterion (which ``hf``
+    uses): a sampled ``<|im_start|>`` ends a row whose stop string is ``a``, as it does there."""
+    text = tok.decode(row, skip_special_tokens=False)
     if text.endswith("\ufffd"):
         text = text[:-1]
     return any(s in text for s in stops)
