@@ -23,6 +23,7 @@ prefill dominates a few-shot prompt, so this is most of the sampling cost saved.
 from __future__ import annotations
 
 import copy
+import math
 import os
 import secrets
 import time
@@ -235,13 +236,18 @@ def _mix64(z: Any) -> Any:
     return z ^ _srl(z, 31)
 
 
-def _counter_gumbel(keys: Any, tokens: Any) -> Any:
-    """Gumbel noise (float64) for each token id of ``tokens`` under its row's ``keys`` (broadcast):
-    a function of (key, token) alone, so a token's noise does not depend on which others are drawn."""
-    torch = _torch()
+def _counter_uniform(keys: Any, tokens: Any) -> Any:
+    """A uniform in (0, 1) (float64) for each token id of ``tokens`` under its row's ``keys``
+    (broadcast): a function of (key, token) alone, so a token's noise does not depend on which others
+    are drawn."""
     bits = _srl(_mix64(keys + (tokens + 1) * _GOLDEN), 11)  # 53 bits
-    u = (bits.to(torch.float64) + 0.5) * 2.0 ** -53  # in (0, 1)
-    return -torch.log(-torch.log(u))
+    return (bits.to(_torch().float64) + 0.5) * 2.0 ** -53
+
+
+def _counter_gumbel(keys: Any, tokens: Any) -> Any:
+    """Gumbel noise from :func:`_counter_uniform`."""
+    torch = _torch()
+    return -torch.log(-torch.log(_counter_uniform(keys, tokens)))
 
 
 class _RowSampler:
@@ -333,10 +339,10 @@ class _RowSampler:
         s = x.double() / temp
         in_tail = ~(x > cut)  # the same test as the head's
         mass = torch.where(in_tail, s - best.double() / temp, float("-inf")).logsumexp(0)
-        bound = torch.log(torch.tensor(float(vocab - count), dtype=torch.float64)) - self.HEAD
-        u = torch.exp(-torch.exp(-_counter_gumbel(key, torch.tensor(vocab + 1, device=x.device))))
+        bound = math.log(vocab - count) - self.HEAD
+        u = _counter_uniform(key, torch.tensor(vocab + 1, device=x.device))
         tokens = torch.arange(vocab, device=x.device)
-        if bool(u.log() < mass - bound.to(x.device)):  # accepted: the token is the tail's best
+        if bool(u.log() < mass - bound):  # accepted: the token is the tail's best
             return (torch.where(in_tail, s, float("-inf")) + _counter_gumbel(key, tokens)).argmax()
         return (s + _counter_gumbel(_mix64(key ^ _MIX1), tokens)).argmax()  # rejected: draw again
 
