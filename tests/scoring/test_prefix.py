@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from prmkit.scoring import PrefixCachingScorer, ScoringStats, StepScorer
-from prmkit.scoring._prefix import plan_prefix_tree
+from prmkit.scoring._prefix import _node_waves, plan_prefix_tree
 
 torch = pytest.importorskip("torch")
 
@@ -163,6 +163,42 @@ def test_stats_and_cache_bound_by_hand(make_rm, make_trace):
     assert (s.tokens_computed, s.tokens_reused, s.cache_hits) == (2, 8, 1)
     assert scorer.cached_tokens == 24
     assert s.to_dict()["tokens_reused"] == 8
+
+
+def test_a_chain_of_shared_prefixes_costs_one_pass(make_rm, make_trace):
+    """Best-of-N candidates share the problem, then the first step (all but one), then the second.
+
+    Character tokenizer, prmkit convention. A = "Q?\na=1\nb=2\nc=3\n" and B (c=4) are 15 tokens,
+    C = "Q?\na=1\nb=5\n" 11, D = "Q?\na=7\n" 7. All four share "Q?\na=" (5 tokens: a node saving
+    3 x 5); A, B and C share "Q?\na=1\nb=" (9: 4 more, saving 2 x 4); A and B share
+    "Q?\na=1\nb=2\nc=" (13: 4 more, saving 4). Each of the first two nodes has one node below it,
+    so only the deepest runs (13 tokens, one pass) and the other two are its first 5 and 9
+    positions; the leaves' 2 tokens each run in a second pass: 13 + 8 = 21 computed, as when every
+    node ran in a pass of its own (5 + 4 + 4 + 8), in 2 passes instead of 4."""
+    rm = make_rm("prmkit")
+    A = make_trace("A", "Q?", ["a=1", "b=2", "c=3"])
+    B = make_trace("B", "Q?", ["a=1", "b=2", "c=4"])
+    C = make_trace("C", "Q?", ["a=1", "b=5"])
+    D = make_trace("D", "Q?", ["a=7"])
+    traces = [A, B, C, D]
+    assert [len(rm.encode(t)) for t in traces] == [15, 15, 11, 7]
+    levels, _ = plan_prefix_tree([tuple(rm.encode(t).input_ids) for t in traces], min_saved=4)
+    assert [[len(n.ids) for n in level] for level in levels] == [[5], [9], [13]]
+    waves, inherit = _node_waves(levels)
+    assert [[len(n.ids) for n in wave] for wave in waves] == [[13]] and waves[0][0].parent is None
+    assert [(len(n.ids), len(below.ids)) for n, below in inherit] == [(9, 13), (5, 9)]
+    scorer = PrefixCachingScorer(rm, batch_size=8, min_saved_tokens=4)
+    assert_close(scorer.score(traces), one_at_a_time(rm, traces))
+    s = scorer.stats
+    assert (s.tokens_requested, s.tokens_computed, s.forward_passes) == (48, 21, 2)
+
+
+def test_a_node_with_two_nodes_below_runs_first():
+    levels, _ = plan_prefix_tree([(1, 2, 3, 4, 5), (1, 2, 3, 4, 6), (1, 2, 7, 8, 9), (1, 2, 7, 8, 0)],
+                                 min_saved=2)
+    waves, inherit = _node_waves(levels)
+    assert [sorted(n.ids for n in wave) for wave in waves] == [[(1, 2)], [(1, 2, 3, 4), (1, 2, 7, 8)]]
+    assert inherit == [] and all(n.parent is waves[0][0] for n in waves[1])
 
 
 def test_rows_on_different_pasts_of_equal_length(make_rm, make_trace):

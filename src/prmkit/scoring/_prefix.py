@@ -219,6 +219,43 @@ def plan_prefix_tree(seqs: Sequence[tuple[int, ...]], min_saved: int
     return levels, leaves
 
 
+def _node_waves(levels: list[list[_Row]]) -> tuple[list[list[_Row]], list[tuple[_Row, _Row]]]:
+    """The nodes of ``levels`` as waves of forward passes, and ``(node, descendant)`` pairs of nodes
+    that need no pass of their own: a node with exactly one child node is the first ``len(node.ids)``
+    positions of that child's run (a decoder's KV and outputs at a position depend only on the tokens
+    up to it), so the child runs from the node's own parent instead, and the node's leaves read the
+    prefix. A chain (the problem, its first step shared by most candidates, then the second, ...)
+    costs one pass instead of one per link, with the same tokens computed. The pairs are listed so
+    that each descendant is a node that runs or one listed after it."""
+    below: dict[int, list[_Row]] = {}
+    for level in levels:
+        for node in level:
+            if node.parent is not None:
+                below.setdefault(id(node.parent), []).append(node)
+    passes = {id(n): n for level in levels for n in level if len(below.get(id(n), ())) != 1}
+    waves: list[list[_Row]] = []
+    depth: dict[int, int] = {}
+    for level in levels:  # parents come in earlier levels than their children
+        for node in level:
+            if id(node) not in passes:
+                continue
+            up = node.parent
+            while up is not None and id(up) not in passes:
+                up = up.parent
+            node.parent = up
+            d = depth[id(up)] + 1 if up is not None else 0
+            depth[id(node)] = d
+            while len(waves) <= d:
+                waves.append([])
+            waves[d].append(node)
+    inherit = []
+    for level in reversed(levels):  # deepest first: a node's descendant is resolved before it
+        for node in level:
+            if id(node) not in passes:
+                inherit.append((node, below[id(node)][0]))
+    return waves, inherit
+
+
 def _attach(leaf: _Row, parent: _Row | None) -> None:
     leaf.parent = parent
     leaf.level = parent.level + 1 if parent is not None else 0
@@ -365,10 +402,14 @@ class PrefixCachingScorer:
         np = _np()
         seqs = [tuple(e.input_ids) for e in encoded]
         levels, leaves = plan_prefix_tree(seqs, self.min_saved_tokens)
-        # Nodes level by level (a node's parent is ready before it), then every leaf in one wave, so
+        waves, inherit = _node_waves(levels)
+        # Nodes wave by wave (a node's parent is ready before it), then every leaf in one wave, so
         # leaves of different nodes fill the same batches.
-        for rows in [*levels, list(leaves.values())]:
+        for rows in waves:
             self._run(rows)
+        for node, child in inherit:  # a prefix of the node below it, which has run
+            node.result = (child.result[0], len(node.ids))  # type: ignore[index]
+        self._run(list(leaves.values()))
         out: list[list[float]] = []
         for e, s in zip(encoded, seqs, strict=True):
             entry, _ = leaves[s].result  # type: ignore[misc]
