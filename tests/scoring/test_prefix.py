@@ -191,6 +191,10 @@ def test_a_chain_of_shared_prefixes_costs_one_pass(make_rm, make_trace):
     assert_close(scorer.score(traces), one_at_a_time(rm, traces))
     s = scorer.stats
     assert (s.tokens_requested, s.tokens_computed, s.forward_passes) == (48, 21, 2)
+    one_each = PrefixCachingScorer(rm, batch_size=8, min_saved_tokens=4, merge_chains=False)
+    assert_close(one_each.score(traces), one_at_a_time(rm, traces))
+    s = one_each.stats
+    assert (s.tokens_requested, s.tokens_computed, s.forward_passes) == (48, 21, 4)
 
 
 def test_a_node_with_two_nodes_below_runs_first():

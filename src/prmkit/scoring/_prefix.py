@@ -278,7 +278,10 @@ class PrefixCachingScorer:
     - ``min_saved_tokens``: a prefix shared within a call is run as its own row when that saves at
       least this many tokens (``(sharers - 1) x its tokens beyond the enclosing shared prefix``);
     - ``precision``: ``fp32`` / ``bf16`` / ``auto`` (default: the model's ``rm.precision``), fixed for
-      the scorer's life, since cached KV is kept in the precision it was computed in (bf16 halves it).
+      the scorer's life, since cached KV is kept in the precision it was computed in (bf16 halves it);
+    - ``merge_chains``: a shared prefix with exactly one shared prefix below it is read from that one's
+      run instead of a pass of its own (same tokens computed, fewer passes; False: every shared prefix
+      runs in a pass of its own, for comparison — ``benchmarks/prefix_chains.py``).
 
     ``stats`` (:class:`ScoringStats`) counts tokens computed and reused and forward passes;
     ``cached_tokens`` is the store's size; ``clear()`` empties it. ``supported`` says whether the
@@ -286,7 +289,8 @@ class PrefixCachingScorer:
     """
 
     def __init__(self, rm: RewardModel, *, batch_size: int = 8, max_cached_tokens: int = 16384,
-                 min_saved_tokens: int = 32, name: str | None = None, precision: str | None = None) -> None:
+                 min_saved_tokens: int = 32, name: str | None = None, precision: str | None = None,
+                 merge_chains: bool = True) -> None:
         if batch_size < 1:
             raise PrmkitError(f"batch_size must be at least 1, got {batch_size}")
         if max_cached_tokens < 0:
@@ -296,6 +300,7 @@ class PrefixCachingScorer:
         self.name = name or rm.name
         self.batch_size = batch_size
         self.min_saved_tokens = max(1, min_saved_tokens)
+        self.merge_chains = merge_chains
         self.stats = ScoringStats()
         self.precision = resolve_precision(precision or rm.precision, rm.device, auto=SCORE_AUTO)
         self._store = _PrefixStore(max_cached_tokens)
@@ -402,7 +407,7 @@ class PrefixCachingScorer:
         np = _np()
         seqs = [tuple(e.input_ids) for e in encoded]
         levels, leaves = plan_prefix_tree(seqs, self.min_saved_tokens)
-        waves, inherit = _node_waves(levels)
+        waves, inherit = _node_waves(levels) if self.merge_chains else (levels, [])
         # Nodes wave by wave (a node's parent is ready before it), then every leaf in one wave, so
         # leaves of different nodes fill the same batches.
         for rows in waves:
