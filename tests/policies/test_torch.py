@@ -167,6 +167,24 @@ def test_prepacked_bfloat16_products_equal_plain_ones(wide_lm, monkeypatch):
     assert torch.equal(logits[0], logits[1])
 
 
+def test_prepacked_prompts_equal_transformers(wide_lm):
+    """With prepacked bfloat16 weights the prompt after the shared prefix runs through the loop's
+    products: its KV cache is bit for bit the one transformers' forward pass fills, with a shared
+    prefix and without."""
+    from prmkit.policies._hf import HFPolicy
+
+    pol = get_policy("torch", model=wide_lm, dtype="bfloat16", batch_size=4, progress=False)
+    if not pol._plan.packed:
+        pytest.skip("this torch has no oneDNN prepacked linear (prompts run through transformers)")
+    ids = [1, 7, 3, 9, 4, 4, 12, 5, 8, 2]
+    for shared in (0, 4):
+        ours, theirs = pol._prefill(ids, shared, torch), HFPolicy._prefill(pol, ids, shared, torch)
+        assert len(ours.layers) == len(theirs.layers)
+        for a, b in zip(ours.layers, theirs.layers, strict=True):
+            assert a.keys.shape == (1, pol._plan.kvh, len(ids), pol._plan.hd)
+            assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
+
+
 def test_finished_groups_leave_the_batch(pair, monkeypatch):
     """Rows that end early (stop strings here) leave the batch by whole groups; the rest decode on
     and every completion is still hf's."""
