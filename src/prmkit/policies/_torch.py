@@ -6,8 +6,10 @@ outside the matrix products that must be done: building masks and position ids, 
 by concatenation, the attention dispatcher, per-step Python in the generation utilities. With the
 weights in bfloat16 (about twice the fp32 matrix throughput on a CPU with AVX512-BF16 or AMX) those
 overheads are most of the time. This backend loads the model with transformers (any folder, hub id or
-GGUF file ``hf`` takes, adapters merged the same way), runs each request's prompt through transformers
-once, and then decodes batches of whole requests (:meth:`TorchPolicy._chunks`) with:
+GGUF file ``hf`` takes, adapters merged the same way), runs each request's prompt once (through
+transformers, or with prepacked bfloat16 weights through the loop's own products,
+:meth:`_Plan.prefill`, giving transformers' cache bit for bit), and then decodes batches of whole
+requests (:meth:`TorchPolicy._chunks`) with:
 
 - a single fused q/k/v product and a single fused gate/up product per layer, and in bfloat16 on a
   CPU every weight reordered once into oneDNN's blocked layout (:func:`_linear_kernel`: ``F.linear``
