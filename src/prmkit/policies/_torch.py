@@ -141,7 +141,6 @@ class _Plan:
             x = x + linear(F.silu(gate) * up, wd, bd)
         return linear(self.rms(x, self.norm, torch)[:, 0], self.lm_head, None).float()
 
-
     def prefill(self, ids: Any, past: list[tuple[Any, Any]] | None, torch: Any) -> list[tuple[Any, Any]]:
         """Keys and values ``(1, kv heads, start + tokens, head dim)`` per layer of a prompt: ``ids``
         ``(1, tokens)`` after ``past`` (each layer's keys and values of the ``start`` tokens before
