@@ -114,6 +114,21 @@ class _Plan:
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
         return weight * h.to(x.dtype)
 
+    def rotated_qkv(self, h: Any, wqkv: Any, bqkv: Any, cos: Any, sin: Any, torch: Any) -> tuple[Any, Any]:
+        """``(qk, v)`` of normed hidden states ``h`` ``(batch, positions, hidden)``: queries and keys
+        ``(batch, q + kv heads, positions, head dim)`` with the rotary embedding applied (``cos``,
+        ``sin`` broadcast over heads), values as the product gives them."""
+        b, n = h.shape[:2]
+        half = self.hd // 2
+        qk, v = self.linear(h, wqkv, bqkv).split(self.splits, dim=-1)
+        qk = qk.view(b, n, self.nh + self.kvh, self.hd).transpose(1, 2)
+        return qk * cos + torch.cat((-qk[..., half:], qk[..., :half]), dim=-1) * sin, v
+
+    def mlp_residual(self, x: Any, n2: Any, wgu: Any, bgu: Any, wd: Any, bd: Any, torch: Any) -> Any:
+        """``x`` plus the layer's MLP of its normed ``x``."""
+        gate, up = self.linear(self.rms(x, n2, torch), wgu, bgu).chunk(2, dim=-1)
+        return x + self.linear(torch.nn.functional.silu(gate) * up, wd, bd)
+
     def step(self, tokens: Any, positions: Any, kv: _KV, t: int, torch: Any) -> Any:
         """Float32 logits ``(rows, vocab)`` of one new token per row (the ``t``-th of the decode),
         its keys and values written into ``kv``."""
@@ -125,20 +140,14 @@ class _Plan:
         x = F.embedding(tokens[:, None], self.embed)  # (b, 1, hidden)
         cos, sin = self.rotary(x, positions[:, None])  # (b, 1, hd)
         cos, sin = cos[:, None], sin[:, None]  # (b, 1, 1, hd): broadcast over heads
-        half = hd // 2
         for i, (n1, wqkv, bqkv, wo, bo, n2, wgu, bgu, wd, bd) in enumerate(self.layers):
-            h = self.rms(x, n1, torch)
-            qk, v = linear(h, wqkv, bqkv).split(self.splits, dim=-1)
-            qk = qk.reshape(b, nh + kvh, 1, hd)
-            qk = qk * cos + torch.cat((-qk[..., half:], qk[..., :half]), dim=-1) * sin
+            qk, v = self.rotated_qkv(self.rms(x, n1, torch), wqkv, bqkv, cos, sin, torch)
             q, k = qk.float().split((nh, kvh), dim=1)
             kv.keys[i][:, :, t] = k[:, :, 0]
             kv.values[i][:, :, t] = v.view(b, kvh, hd)
             o = kv.attend(i, q.reshape(b, kvh, g, hd), t, self.scale, torch)
             x = x + linear(o.reshape(b, 1, nh * hd).to(x.dtype), wo, bo)
-            h = self.rms(x, n2, torch)
-            gate, up = linear(h, wgu, bgu).chunk(2, dim=-1)
-            x = x + linear(F.silu(gate) * up, wd, bd)
+            x = self.mlp_residual(x, n2, wgu, bgu, wd, bd, torch)
         return linear(self.rms(x, self.norm, torch)[:, 0], self.lm_head, None).float()
 
     def prefill(self, ids: Any, past: list[tuple[Any, Any]] | None, torch: Any) -> list[tuple[Any, Any]]:
@@ -152,7 +161,6 @@ class _Plan:
         n = ids.shape[1]
         start = past[0][0].shape[2] if past else 0
         nh, kvh, hd = self.nh, self.kvh, self.hd
-        half = hd // 2
         x = F.embedding(ids, self.embed)  # (1, n, hidden)
         cos, sin = self.rotary(x, torch.arange(start, start + n, device=ids.device)[None])
         cos, sin = cos[:, None], sin[:, None]  # (1, 1, n, hd): broadcast over heads
@@ -161,10 +169,7 @@ class _Plan:
         out = []
         last = len(self.layers) - 1
         for i, (n1, wqkv, bqkv, wo, bo, n2, wgu, bgu, wd, bd) in enumerate(self.layers):
-            h = self.rms(x, n1, torch)
-            qk, v = linear(h, wqkv, bqkv).split(self.splits, dim=-1)
-            qk = qk.view(1, n, nh + kvh, hd).transpose(1, 2)
-            qk = qk * cos + torch.cat((-qk[..., half:], qk[..., :half]), dim=-1) * sin
+            qk, v = self.rotated_qkv(self.rms(x, n1, torch), wqkv, bqkv, cos, sin, torch)
             q, k = qk.split((nh, kvh), dim=1)
             v = v.view(1, n, kvh, hd).transpose(1, 2)
             if past:
@@ -175,9 +180,7 @@ class _Plan:
             o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None,
                                                scale=self.scale, enable_gqa=kvh != nh)
             x = x + linear(o.transpose(1, 2).reshape(1, n, nh * hd), wo, bo)
-            h = self.rms(x, n2, torch)
-            gate, up = linear(h, wgu, bgu).chunk(2, dim=-1)
-            x = x + linear(F.silu(gate) * up, wd, bd)
+            x = self.mlp_residual(x, n2, wgu, bgu, wd, bd, torch)
         return out
 
 

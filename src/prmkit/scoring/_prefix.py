@@ -232,7 +232,7 @@ def _node_waves(levels: list[list[_Row]]) -> tuple[list[list[_Row]], list[tuple[
         for node in level:
             if node.parent is not None:
                 below.setdefault(id(node.parent), []).append(node)
-    passes = {id(n): n for level in levels for n in level if len(below.get(id(n), ())) != 1}
+    passes = {id(n) for level in levels for n in level if len(below.get(id(n), ())) != 1}
     waves: list[list[_Row]] = []
     depth: dict[int, int] = {}
     for level in levels:  # parents come in earlier levels than their children
