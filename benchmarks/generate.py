@@ -68,11 +68,20 @@ def timed(policy, requests, params) -> tuple[int, float, list]:
 BACKENDS = ("hf", "ct2", "torch")
 
 
+def make_policy(spec: str, **kwargs):
+    """The backend ``spec`` names: ``NAME`` or ``NAME:DTYPE`` (``torch:int8``, ``hf:bfloat16``;
+    CTranslate2's compute type for ``ct2:int8_float32``)."""
+    name, _, dtype = spec.partition(":")
+    if dtype:
+        kwargs["compute_type" if name == "ct2" else "dtype"] = dtype
+    return get_policy(name, **kwargs)
+
+
 def bench_backends(problems: int, n: int, max_tokens: int, repeats: int, backends=BACKENDS,
                    batch_rows=(16, 64), device: str | None = None, model: str | None = None) -> dict[str, float]:
     # --model: a local folder without the arith adapter; --device: each backend's default where None
     where = {**({"model": model, "adapter": None} if model else {}), **({"device": device} if device else {})}
-    pols = {name: get_policy(name, progress=False, **where) for name in backends}
+    pols = {name: make_policy(name, progress=False, **where) for name in backends}
     _, reqs = requests_for(problems, next(iter(pols.values())))
     params = SamplingParams(n=n, max_new_tokens=max_tokens, temperature=0.7, seed=0)
     for pol in pols.values():
@@ -322,7 +331,7 @@ def bench_quality(problems: int, n: int, backends: list[str]) -> None:
     from prmkit.data import answers_equal, extract_answer
 
     for name in backends:
-        pol = get_policy(name, progress=False, batch_size=64)
+        pol = make_policy(name, progress=False, batch_size=64)
         probs, reqs = requests_for(problems, pol, start=10_000)
         params = SamplingParams(n=n, max_new_tokens=96, temperature=0.7, seed=0)
         tokens, seconds, out = timed(pol, reqs, params)

@@ -211,3 +211,112 @@ def test_finished_groups_leave_the_batch(pair, monkeypatch):
     assert calls and calls == sorted(calls, reverse=True) and calls[-1] < 8
     assert rows(got) == rows(hf.generate(many, sp))
     assert len({c.num_tokens for row in got for c in row}) > 2  # rows really ended at different steps
+
+
+def _int8_kernel_or_skip():
+    from prmkit.policies._torch import _int8_kernel
+
+    linear, pack = _int8_kernel(torch)
+    if linear is None:
+        pytest.skip("this torch has no working torch._int_mm (the int8 products)")
+    return linear, pack
+
+
+def test_int8_product_by_hand():
+    """W8A8: weight rows and input rows quantized symmetrically to [-127, 127] by their own largest
+    magnitude (rounding half to even), integer sums, scaled back."""
+    linear, pack = _int8_kernel_or_skip()
+    w = torch.tensor([[2.0, -1.0, 0.5], [0.0, 4.0, -4.0]])  # scales 2/127, 4/127: [127, -64, 32], [0, 127, -127]
+    x = torch.tensor([[1.0, -2.0, 4.0]])  # scale 4/127: [32, -64, 127] (31.75 -> 32, -63.5 -> -64)
+    out = linear(x, pack(w), torch.tensor([0.5, -1.0]))
+    # 32*127 + 64*64 + 127*32 = 12224; -64*127 - 127*127 = -24257 (exact: 6 and -24, before the bias)
+    want = torch.tensor([[12224 * 4 * 2 / 127**2 + 0.5, -24257 * 4 * 4 / 127**2 - 1.0]], dtype=torch.float64)
+    assert torch.allclose(out.double(), want, rtol=1e-6, atol=0)
+    assert out.shape == (1, 2) and out.dtype == torch.float32
+
+
+def test_int8_rows_do_not_depend_on_their_batch():
+    """Every scale belongs to one input row or one weight row and the sums are integers, so a row's
+    product is bit for bit the same alone as among others, in any (batch, positions, features) shape."""
+    linear, pack = _int8_kernel_or_skip()
+    gen = torch.Generator().manual_seed(0)
+    w, bias = pack(torch.randn(40, 24, generator=gen)), torch.randn(40, generator=gen)
+    x = torch.randn(3, 5, 24, generator=gen) * torch.tensor([0.01, 1.0, 30.0])[:, None, None]
+    together = linear(x, w, bias)
+    assert together.shape == (3, 5, 40)
+    for b in range(3):
+        for p in range(5):
+            assert torch.equal(linear(x[b, p][None], w, bias)[0], together[b, p])
+    assert torch.equal(linear(torch.zeros(2, 24), w)[0], torch.zeros(40))  # no division by zero
+
+
+def test_int8_decodes_close_to_float32_and_batch_invariant(wide_lm):
+    """``dtype="int8"``: the loop's products in int8 (attention, norms, cache and sampling in
+    float32). Each step's logits stay near the float32 model's forward pass; completions repeat run
+    to run and do not depend on the rest of the batch; prompts run through the same products."""
+    _int8_kernel_or_skip()
+    pol = get_policy("torch", model=wide_lm, dtype="int8", batch_size=6, progress=False)
+    assert pol.describe()["dtype"] == "int8" and pol.describe()["engine"] == "prmkit decode loop"
+    assert pol._plan.int8 and pol._plan.packed
+    fp32 = get_policy("torch", model=wide_lm, dtype="float32", batch_size=6, progress=False)
+    worst, compared, steps = step_logits_gap(pol, REQS)
+    exact, _, _ = step_logits_gap(fp32, REQS)
+    spread = fp32.model(torch.tensor([[1, 5, 9, 2]])).logits.std().item()
+    assert compared == 6 * steps and steps >= 2
+    assert exact < 1e-4 < worst < 0.5 * spread  # int8 rounds (coarsely at hidden size 32), not far
+    sp = SamplingParams(n=3, max_new_tokens=12, temperature=1.0, seed=9)
+    a = pol.generate(REQS, sp)
+    assert rows(a) == rows(pol.generate(REQS, sp))
+    alone = [pol.generate([r], sp)[0] for r in reversed(REQS)][::-1]
+    assert rows(alone) == rows(a)
+    assert rows(a) != rows(fp32.generate(REQS, sp))  # another arithmetic: other samples
+
+
+def test_int8_prompts_run_through_the_int8_products(wide_lm):
+    """A prompt's cache with int8 products: the shared prefix and the rest both through
+    :meth:`_Plan.prefill`, equal (to float rounding of attention) to the whole prompt at once."""
+    _int8_kernel_or_skip()
+    pol = get_policy("torch", model=wide_lm, dtype="int8", batch_size=4, progress=False)
+    ids = [1, 7, 3, 9, 4, 4, 12, 5, 8, 2]
+    with torch.no_grad():
+        whole = pol._plan.prefill(torch.tensor([ids]), None, torch)
+        plain = get_policy("torch", model=wide_lm, dtype="float32", batch_size=4, progress=False)
+        ref = plain._prefill(ids, 0, torch)
+    for shared in (0, 4):
+        cache = pol._prefill(ids, shared, torch)
+        for (k, v), layer, fl in zip(whole, cache.layers, ref.layers, strict=True):
+            assert torch.allclose(layer.keys, k, atol=1e-5) and torch.allclose(layer.values, v, atol=1e-5)
+            assert not torch.allclose(layer.values, fl.values, atol=1e-5)  # not float32's cache
+
+
+def test_int8_is_refused_where_it_cannot_run(wide_lm):
+    with pytest.raises(ValueError, match="int8.*CPU"):
+        get_policy("torch", model=wide_lm, dtype="int8", device="cuda", progress=False)
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_int8_smoothing_leaves_the_float_model_unchanged(tiny_lm, wide_lm, tmp_path, monkeypatch, arch):
+    """SmoothQuant's factors are folded into the norms, the value rows (one factor per value
+    channel, shared by the query heads that read it: 4 query heads on 2 here), the up rows and
+    the head: with float products in place of the int8 ones, the smoothed loop's logits are the
+    float32 model's; with random q/k/v biases too."""
+    from prmkit.policies import _torch
+
+    monkeypatch.setattr(_torch, "_int8_kernel", lambda torch_: (torch.nn.functional.linear, torch.clone))
+    folder = wide_lm if arch == "llama" else wide_copy(
+        tiny_lm, tmp_path / "qwen2", transformers.Qwen2ForCausalLM, transformers.Qwen2Config)
+    pol = get_policy("torch", model=folder, dtype="int8", batch_size=6, progress=False)
+    if arch == "qwen2":
+        gen = torch.Generator().manual_seed(3)
+        with torch.no_grad():
+            for layer in pol.model.model.layers:
+                for m in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+                    m.bias.copy_(torch.randn(m.bias.shape, generator=gen))
+        pol._plan = _torch._Plan(pol.model, torch, int8=True, calibration=pol._calibration_ids())
+    plan = pol._plan
+    assert plan.smoothed and pol.model.config.num_key_value_heads < pol.model.config.num_attention_heads
+    model_n1 = pol.model.model.layers[0].input_layernorm.weight
+    ratio = plan.layers[0][0] / model_n1
+    assert ratio.max() > 1.2 * ratio.min()  # the factors differ across channels
+    worst, compared, steps = step_logits_gap(pol, REQS)
+    assert compared == 6 * steps and steps >= 2 and worst < 1e-4

@@ -31,6 +31,12 @@ back to ``model.generate`` (``describe()["engine"]`` says which ran).
 ``dtype="auto"`` (the default) is bfloat16 where :func:`~prmkit.policies.native_bf16` says the device
 computes it natively (AVX512-BF16 or AMX; a CUDA device with bfloat16) and float32 otherwise. bfloat16 changes the logits by rounding, so sampled texts differ
 from float32's; ``benchmarks/generate.py --quality`` compares the pass@1 they reach.
+
+``dtype="int8"`` (a CPU): the loop's products in int8 (:func:`_int8_kernel`: weights quantized once
+per output channel, each input row when it comes, integer sums by ``torch._int_mm``), everything
+else in float32, prompts through the same products. A decode step reads a quarter of float32's
+weight bytes, and on a 2-core CPU a step is bound by reading them. Rows stay independent of their
+batch (every scale is a row's or a channel's, integer sums are exact).
 """
 
 from __future__ import annotations
@@ -44,6 +50,13 @@ __all__ = ["TorchPolicy", "decode_support"]
 
 #: ``config.model_type`` values the decode loop implements.
 SUPPORTED = ("llama", "qwen2", "mistral")
+
+#: The calibration text of ``dtype="int8"`` (see :meth:`TorchPolicy._calibration_ids`).
+CALIBRATION = (
+    "The quick brown fox jumps over the lazy dog. In 1905 Einstein published four papers. "
+    "Step 1: 12 * 7 = 84. Step 2: 84 - 19 = 65. So the answer is 65. A train leaves at 3 pm and travels "
+    "60 miles per hour; how far does it go in 2.5 hours? It goes 150 miles. def f(x): return x ** 2 + 1. "
+    "Paris is the capital of France, and the Seine flows through it.")
 
 
 def decode_support(model: Any) -> str | None:
@@ -68,7 +81,7 @@ def decode_support(model: Any) -> str | None:
 class _Plan:
     """The decoder's weights arranged for the loop: fused q/k/v and gate/up matrices per layer."""
 
-    def __init__(self, lm: Any, torch: Any) -> None:
+    def __init__(self, lm: Any, torch: Any, int8: bool = False, calibration: list[int] | None = None) -> None:
         cfg, inner = lm.config, lm.model
         self.nh = cfg.num_attention_heads
         self.kvh = getattr(cfg, "num_key_value_heads", None) or self.nh
@@ -80,10 +93,12 @@ class _Plan:
         self.embed = inner.embed_tokens.weight
         self.rotary = inner.rotary_emb
         self.norm = inner.norm.weight
-        self.linear, pack = _linear_kernel(self.embed, torch)
-        self.packed = pack is not None
+        self.linear, pack = _int8_kernel(torch) if int8 else _linear_kernel(self.embed, torch)
+        if pack is None and int8:
+            raise RuntimeError("int8 products need torch._int_mm on this device (torch >= 2.2, CPU)")
+        self.int8 = int8
+        self.packed = pack is not None  # weights prepared for the loop's own products
         pack = pack or (lambda w: w)
-        self.lm_head = pack(lm.get_output_embeddings().weight)
         self.splits = [(self.nh + self.kvh) * self.hd, self.kvh * self.hd]  # q and k together, then v
 
         def cat_bias(*mods):
@@ -93,20 +108,82 @@ class _Plan:
                               torch.zeros(m.weight.shape[0], dtype=m.weight.dtype, device=m.weight.device)
                               for m in mods])
 
-        self.layers = []
+        raw = []
         with torch.no_grad():
             for layer in inner.layers:
                 at, mlp = layer.self_attn, layer.mlp
                 qkv = (at.q_proj, at.k_proj, at.v_proj)
                 gu = (mlp.gate_proj, mlp.up_proj)
-                self.layers.append((
-                    layer.input_layernorm.weight,
-                    pack(torch.cat([m.weight for m in qkv])), cat_bias(*qkv),
-                    pack(at.o_proj.weight), at.o_proj.bias,
-                    layer.post_attention_layernorm.weight,
-                    pack(torch.cat([m.weight for m in gu])), cat_bias(*gu),
-                    pack(mlp.down_proj.weight), mlp.down_proj.bias,
+                raw.append((
+                    layer.input_layernorm.weight, torch.cat([m.weight for m in qkv]), cat_bias(*qkv),
+                    at.o_proj.weight, at.o_proj.bias,
+                    layer.post_attention_layernorm.weight, torch.cat([m.weight for m in gu]), cat_bias(*gu),
+                    mlp.down_proj.weight, mlp.down_proj.bias,
                 ))
+            head = lm.get_output_embeddings().weight
+            self.smoothed = bool(int8 and calibration)
+            if self.smoothed:
+                raw, self.norm, head = self._smooth(lm, raw, head, calibration, torch)
+            self.lm_head = pack(head)
+            self.layers = [(n1, pack(wqkv), bqkv, pack(wo), bo, n2, pack(wgu), bgu, pack(wd), bd)
+                           for n1, wqkv, bqkv, wo, bo, n2, wgu, bgu, wd, bd in raw]
+
+    def _smooth(self, lm: Any, raw: list[tuple[Any, ...]], head: Any, ids: list[int], torch: Any,
+                alpha: float = 0.5) -> tuple[list[tuple[Any, ...]], Any, Any]:
+        """SmoothQuant (Xiao et al., 2023) for the int8 products: an input channel's outliers are
+        moved into the weights that read it. Each product's input channel ``j`` is divided by
+        ``s_j = max|x_j| ** alpha / max|W[:, j]| ** (1 - alpha)`` (``max|x_j|`` over the
+        calibration tokens ``ids`` run through the float32 model) and the weight's column ``j``
+        multiplied by it, folded into what makes the input: the RMSNorm weights before q/k/v,
+        gate/up and the LM head; the value rows before the output product (one factor per value
+        channel, shared by the query heads that read it); the up rows before the down product. In
+        float arithmetic the model is unchanged; quantized per input row, a few large channels no
+        longer flatten the rest to zero. On SmolLM2 (``benchmarks/generate.py`` notes) it cut the
+        int8 logits' KL divergence from float32's about threefold."""
+        stats: dict[Any, Any] = {}
+        inner = lm.model
+        watch = [(("head",), lm.get_output_embeddings())]
+        for i, layer in enumerate(inner.layers):
+            watch += [((i, "qkv"), layer.self_attn.q_proj), ((i, "o"), layer.self_attn.o_proj),
+                      ((i, "gu"), layer.mlp.gate_proj), ((i, "d"), layer.mlp.down_proj)]
+
+        def hook(key: Any) -> Any:
+            def seen(module: Any, args: Any, out: Any) -> None:
+                x = args[0].detach()
+                top = x.abs().reshape(-1, x.shape[-1]).amax(0).float()
+                stats[key] = torch.maximum(stats[key], top) if key in stats else top
+            return seen
+
+        hooks = [m.register_forward_hook(hook(key)) for key, m in watch]
+        try:
+            lm(torch.tensor([ids], device=self.embed.device))
+        finally:
+            for h in hooks:
+                h.remove()
+
+        def factor(key: Any, w: Any) -> Any:
+            act = stats[key].clamp_min(1e-5) ** alpha
+            return (act / w.abs().amax(0).float().clamp_min(1e-5) ** (1 - alpha)).clamp_min(1e-5)
+
+        g, v0 = self.nh // self.kvh, (self.nh + self.kvh) * self.hd
+        out = []
+        for i, (n1, wqkv, bqkv, wo, bo, n2, wgu, bgu, wd, bd) in enumerate(raw):
+            s = factor((i, "qkv"), wqkv)
+            n1, wqkv = n1 / s, wqkv * s
+            sv = factor((i, "o"), wo).view(self.kvh, g, self.hd).amax(1)  # (kv heads, head dim)
+            wqkv = torch.cat((wqkv[:v0], wqkv[v0:] / sv.reshape(-1, 1)))
+            if bqkv is not None:
+                bqkv = torch.cat((bqkv[:v0], bqkv[v0:] / sv.reshape(-1)))
+            wo = wo * sv[:, None].expand(-1, g, -1).reshape(-1)
+            s = factor((i, "gu"), wgu)
+            n2, wgu = n2 / s, wgu * s
+            sd, half = factor((i, "d"), wd), wgu.shape[0] // 2
+            wgu = torch.cat((wgu[:half], wgu[half:] / sd[:, None]))
+            if bgu is not None:
+                bgu = torch.cat((bgu[:half], bgu[half:] / sd))
+            out.append((n1, wqkv, bqkv, wo, bo, n2, wgu, bgu, wd * sd, bd))
+        s = factor(("head",), head)
+        return out, self.norm / s, head * s
 
     def rms(self, x: Any, weight: Any, torch: Any) -> Any:
         # transformers' LlamaRMSNorm: normalise in float32, cast back, then scale.
@@ -216,6 +293,38 @@ def _linear_kernel(weight: Any, torch: Any) -> tuple[Any, Any]:
     return (linear, pack) if same else plain
 
 
+def _int8_kernel(torch: Any) -> tuple[Any, Any]:
+    """``(linear, pack)`` of int8 products (W8A8, as CTranslate2's int8 on a CPU): each weight row
+    quantized once, symmetric, with a float32 scale per output channel; each input row quantized
+    when it comes, symmetric, with its own scale; the product in int8 with int32 sums
+    (``torch._int_mm``: oneDNN, VNNI where the CPU has it), scaled back to float32. Integer sums are
+    exact and every scale belongs to one row or one channel, so a row's output does not depend on
+    the other rows of its batch. ``(None, None)`` where this torch has no working ``_int_mm``."""
+    def pack(w: Any) -> Any:
+        w = w.detach().float()
+        scale = w.abs().amax(dim=1).clamp_min(1e-30) / 127
+        return torch.round(w / scale[:, None]).to(torch.int8).t(), scale  # (in, out) view
+
+    def linear(x: Any, w: Any, bias: Any = None) -> Any:
+        wt, ws = w
+        lead = x.shape[:-1]
+        x = x.reshape(-1, x.shape[-1]).float()
+        s = x.abs().amax(dim=-1, keepdim=True).clamp_min(1e-30) / 127
+        out = torch._int_mm(torch.round(x / s).to(torch.int8), wt).float().mul_(s).mul_(ws)
+        if bias is not None:
+            out.add_(bias)
+        return out.view(*lead, out.shape[-1])
+
+    try:
+        gen = torch.Generator().manual_seed(0)
+        a = torch.randint(-127, 128, (5, 64), generator=gen, dtype=torch.int8)
+        b = torch.randint(-127, 128, (96, 64), generator=gen, dtype=torch.int8)
+        exact = torch.equal(torch._int_mm(a, b.t()), (a.long() @ b.long().t()).int())
+    except (AttributeError, RuntimeError):
+        return None, None
+    return (linear, pack) if exact else (None, None)
+
+
 class _KV:
     """The KV cache of one decode batch: ``groups`` of ``n`` rows each (the samples of one prompt).
 
@@ -294,20 +403,62 @@ class TorchPolicy(HFPolicy):
                  dtype: str | None = "auto", chat_template: str | None = None,
                  trust_remote_code: bool = False, progress: bool = True, allow_pickle: bool = False) -> None:
         torch = _torch()
+        dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
         if dtype == "auto":
-            dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
             dtype = "bfloat16" if native_bf16(dev) else "float32"
+        int8 = dtype == "int8"
+        if int8 and not str(dev).startswith("cpu"):
+            raise ValueError(f"dtype='int8' runs on a CPU, not on {dev!r}: use bfloat16 or float32 there")
         super().__init__(model, gguf_file=gguf_file, adapter=adapter, batch_size=batch_size,
-                         device=device, dtype=dtype, chat_template=chat_template,
+                         device=device, dtype="float32" if int8 else dtype, chat_template=chat_template,
                          trust_remote_code=trust_remote_code, progress=progress,
                          allow_pickle=allow_pickle)
         self.fallback = decode_support(self.model)
-        self._plan = _Plan(self.model, torch) if self.fallback is None else None
+        if int8 and self.fallback is not None:
+            raise ValueError(f"dtype='int8' needs prmkit's decode loop, which cannot run this model: "
+                             f"{self.fallback}")
+        self._plan = None
+        if self.fallback is None:
+            self._plan = _Plan(self.model, torch, int8=int8, calibration=self._calibration_ids() if int8 else None)
+
+    def _calibration_ids(self) -> list[int]:
+        """The tokens SmoothQuant's activation ranges are read from (:meth:`_Plan._smooth`): a fixed
+        text of prose, arithmetic steps and code, in the chat template where the tokenizer has one,
+        so the same model always gets the same int8 weights."""
+        tok = self.tokenizer
+        turns = [{"role": "user", "content": CALIBRATION}, {"role": "assistant", "content": CALIBRATION}]
+        text = CALIBRATION
+        if getattr(tok, "chat_template", None):
+            text = tok.apply_chat_template(turns, tokenize=False)
+        return tok(text, add_special_tokens=not getattr(tok, "chat_template", None))["input_ids"]
 
     def describe(self) -> dict[str, Any]:
         out = super().describe()
         out["engine"] = "prmkit decode loop" if self._plan is not None else "transformers generate"
+        if self._plan is not None and self._plan.int8:
+            out["dtype"] = "int8"
         return out
+
+    def _shared_prefix(self, ids: list[int], shared: int, torch: Any) -> Any:
+        """As ``hf``'s, but with int8 products the prefix runs through :meth:`_Plan.prefill` too, so
+        a prompt's cache comes from one arithmetic."""
+        plan = self._plan
+        if plan is None or not plan.int8 or (plan.window is not None and shared > plan.window):
+            return super()._shared_prefix(ids, shared, torch)
+        from transformers import DynamicCache
+
+        key = ("int8", *ids[:shared])
+        base = self._shared_cache.get(key)
+        if base is None:
+            with torch.no_grad():
+                kv = plan.prefill(torch.tensor([ids[:shared]], device=self.model.device), None, torch)
+            base = DynamicCache(config=self.model.config)
+            for i, (k, v) in enumerate(kv):
+                base.update(k, v, i)
+            self._shared_cache[key] = base
+            while len(self._shared_cache) > 4:
+                self._shared_cache.pop(next(iter(self._shared_cache)))
+        return base
 
     def _prefill(self, ids: list[int], shared: int, torch: Any) -> Any:
         """A prompt's KV cache. With prepacked bfloat16 weights (a CPU with oneDNN) the part after
