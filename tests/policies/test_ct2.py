@@ -159,14 +159,15 @@ def test_resumed_file_equals_uninterrupted(tmp_path, policy):
     assert strip(part) == strip(full)
 
 
-def test_default_backend_is_ct2_where_installed_and_bf16_is_not_native(monkeypatch):
-    from prmkit.policies import _base, native_bf16
+def test_default_backend_is_torch_then_ct2_then_hf(monkeypatch):
+    import importlib.util
 
-    assert default_backend() == ("torch" if native_bf16("cpu") else "ct2")
-    monkeypatch.setattr(_base, "native_bf16", lambda device="cpu": False)
-    assert default_backend() == "ct2"
-    monkeypatch.setattr(_base, "native_bf16", lambda device="cpu": True)
-    assert default_backend() == "torch"
+    assert default_backend() == "torch"  # torch, transformers and ctranslate2 are installed here
+    find = importlib.util.find_spec
+    for missing, want in (({"torch"}, "ct2"), ({"transformers"}, "ct2"), ({"torch", "ctranslate2"}, "hf")):
+        monkeypatch.setattr(importlib.util, "find_spec",
+                            lambda name, *a, _m=missing: None if name in _m else find(name, *a))
+        assert default_backend() == want
 
 
 def test_bad_compute_type_is_refused(tiny_lm, cache):

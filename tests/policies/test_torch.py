@@ -110,7 +110,8 @@ def test_qwen2_with_biases_equals_hf(tiny_lm, tmp_path):
     assert rows(fast.generate(REQS, sp)) == rows(hf.generate(REQS, sp))
 
 
-def test_unsupported_architecture_uses_generate(tiny_lm, tmp_path):
+def _gpt2(tiny_lm, tmp_path):
+    """A tiny GPT-2 (an architecture the decode loop does not implement) with the tiny model's tokenizer."""
     tok = transformers.AutoTokenizer.from_pretrained(tiny_lm)
     cfg = transformers.GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=2, n_head=4, n_positions=256,
                                   eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id,
@@ -118,7 +119,11 @@ def test_unsupported_architecture_uses_generate(tiny_lm, tmp_path):
     torch.manual_seed(0)
     transformers.GPT2LMHeadModel(cfg).save_pretrained(tmp_path / "gpt2")
     tok.save_pretrained(tmp_path / "gpt2")
-    folder = str(tmp_path / "gpt2")
+    return str(tmp_path / "gpt2")
+
+
+def test_unsupported_architecture_uses_generate(tiny_lm, tmp_path):
+    folder = _gpt2(tiny_lm, tmp_path)
     fast = get_policy("torch", model=folder, dtype="float32", progress=False)
     assert "gpt2" in decode_support(fast.model)
     assert fast.describe()["engine"] == "transformers generate"
@@ -127,9 +132,22 @@ def test_unsupported_architecture_uses_generate(tiny_lm, tmp_path):
     assert rows(fast.generate(REQS, sp)) == rows(hf.generate(REQS, sp))
 
 
-def test_auto_dtype_follows_the_hardware(wide_lm):
+def test_auto_dtype_follows_the_hardware(wide_lm, tiny_lm, tmp_path, monkeypatch):
+    from prmkit.policies import _torch
+
+    int8 = _torch._int8_kernel(torch)[0] is not None
     pol = get_policy("torch", model=wide_lm, progress=False)
-    assert pol.describe()["dtype"] == ("bfloat16" if native_bf16("cpu") else "float32")
+    assert pol.describe()["dtype"] == ("bfloat16" if native_bf16("cpu") else "int8" if int8 else "float32")
+    monkeypatch.setattr(_torch, "native_bf16", lambda device="cpu": False)
+    pol = get_policy("torch", model=wide_lm, progress=False)
+    assert pol.describe()["dtype"] == ("int8" if int8 else "float32")
+    # A model the loop cannot run: "auto" falls back to float32 generate, "int8" is refused.
+    folder = _gpt2(tiny_lm, tmp_path)
+    pol = get_policy("torch", model=folder, progress=False)
+    assert pol.describe()["dtype"] == "float32" and pol.describe()["engine"] == "transformers generate"
+    if int8:
+        with pytest.raises(ValueError, match="decode loop"):
+            get_policy("torch", model=folder, dtype="int8", progress=False)
 
 
 def test_bfloat16_decodes_and_repeats(wide_lm):

@@ -29,14 +29,18 @@ window) — the model family of the embedded default and most small open models.
 back to ``model.generate`` (``describe()["engine"]`` says which ran).
 
 ``dtype="auto"`` (the default) is bfloat16 where :func:`~prmkit.policies.native_bf16` says the device
-computes it natively (AVX512-BF16 or AMX; a CUDA device with bfloat16) and float32 otherwise. bfloat16 changes the logits by rounding, so sampled texts differ
-from float32's; ``benchmarks/generate.py --quality`` compares the pass@1 they reach.
+computes it natively (AVX512-BF16 or AMX; a CUDA device with bfloat16), int8 on any other CPU where
+``torch._int_mm`` works (and the loop can run the model), float32 otherwise. bfloat16 and int8
+change the logits by rounding, so sampled texts differ from float32's; ``benchmarks/generate.py
+--quality`` compares the pass@1 they reach.
 
 ``dtype="int8"`` (a CPU): the loop's products in int8 (:func:`_int8_kernel`: weights quantized once
-per output channel, each input row when it comes, integer sums by ``torch._int_mm``), everything
-else in float32, prompts through the same products. A decode step reads a quarter of float32's
-weight bytes, and on a 2-core CPU a step is bound by reading them. Rows stay independent of their
-batch (every scale is a row's or a channel's, integer sums are exact).
+per output channel, each input row when it comes, integer sums by ``torch._int_mm``), with
+SmoothQuant's factors from a fixed calibration text folded into the weights first
+(:meth:`_Plan._smooth`); everything else in float32, prompts through the same products. A decode
+step reads a quarter of float32's weight bytes, and on a 2-core CPU a step is bound by reading them.
+Rows stay independent of their batch (every scale is a row's or a channel's, integer sums are
+exact).
 """
 
 from __future__ import annotations
@@ -392,7 +396,8 @@ class TorchPolicy(HFPolicy):
     """A ``transformers`` causal LM decoded by prmkit's own batched loop (see the module docstring).
 
     Takes what ``hf`` takes; ``dtype="auto"``: bfloat16 where the device computes it natively, else
-    float32. ``batch_size``: rows decoded together (rows of several requests share a batch; a CPU
+    int8 on a CPU (float32 where that cannot run), else float32; ``"int8"``, ``"bfloat16"`` and
+    ``"float32"`` ask for one. ``batch_size``: rows decoded together (rows of several requests share a batch; a CPU
     decode step costs little more for 64 rows than for 16).
     """
 
@@ -404,10 +409,13 @@ class TorchPolicy(HFPolicy):
                  trust_remote_code: bool = False, progress: bool = True, allow_pickle: bool = False) -> None:
         torch = _torch()
         dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        if dtype == "auto":
-            dtype = "bfloat16" if native_bf16(dev) else "float32"
+        cpu = str(dev).startswith("cpu")
+        auto = dtype == "auto"
+        if auto:
+            dtype = ("bfloat16" if native_bf16(dev) else
+                     "int8" if cpu and _int8_kernel(torch)[0] is not None else "float32")
         int8 = dtype == "int8"
-        if int8 and not str(dev).startswith("cpu"):
+        if int8 and not cpu:
             raise ValueError(f"dtype='int8' runs on a CPU, not on {dev!r}: use bfloat16 or float32 there")
         super().__init__(model, gguf_file=gguf_file, adapter=adapter, batch_size=batch_size,
                          device=device, dtype="float32" if int8 else dtype, chat_template=chat_template,
@@ -415,8 +423,10 @@ class TorchPolicy(HFPolicy):
                          allow_pickle=allow_pickle)
         self.fallback = decode_support(self.model)
         if int8 and self.fallback is not None:
-            raise ValueError(f"dtype='int8' needs prmkit's decode loop, which cannot run this model: "
-                             f"{self.fallback}")
+            if not auto:
+                raise ValueError(f"dtype='int8' needs prmkit's decode loop, which cannot run this model: "
+                                 f"{self.fallback}")
+            int8 = False  # "auto": transformers' generate in float32
         self._plan = None
         if self.fallback is None:
             self._plan = _Plan(self.model, torch, int8=int8, calibration=self._calibration_ids() if int8 else None)
