@@ -1,6 +1,6 @@
 """Generation backends behind one interface: ``torch`` (prmkit's own batched decode loop over
-transformers weights, bfloat16 — the local default where the hardware computes bfloat16 natively),
-``ct2`` (CTranslate2 int8, the default elsewhere), ``hf`` (transformers ``generate``, GGUF included),
+transformers weights, bfloat16 where the hardware computes it natively, int8 products on other CPUs —
+the local default), ``ct2`` (CTranslate2 int8, the default only without torch or transformers), ``hf`` (transformers ``generate``, GGUF included),
 ``openai_compat``
 (vLLM, llama.cpp server, Ollama) and ``scripted`` (deterministic, for tests).
 

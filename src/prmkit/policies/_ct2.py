@@ -1,4 +1,4 @@
-"""``ct2``: a local causal LM run by CTranslate2 (int8 on CPU by default), the fast local backend.
+"""``ct2``: a local causal LM run by CTranslate2 (int8 on CPU by default).
 
 The model is the same as :class:`~prmkit.policies.HFPolicy`'s (hub id, folder or GGUF file, with the
 shipped LoRA adapter for the default SmolLM2): it is loaded once with ``transformers``, the adapter
