@@ -313,8 +313,8 @@ def _int8_kernel(torch: Any) -> tuple[Any, Any]:
         wt, ws = w
         lead = x.shape[:-1]
         x = x.reshape(-1, x.shape[-1]).float()
-        s = x.abs().amax(dim=-1, keepdim=True).clamp_min(1e-30) / 127
-        out = torch._int_mm(torch.round(x / s).to(torch.int8), wt).float().mul_(s).mul_(ws)
+        s = x.abs().amax(dim=-1, keepdim=True).clamp_min_(1e-30).div_(127)
+        out = torch._int_mm(torch.div(x, s).round_().to(torch.int8), wt).mul(s).mul_(ws)  # int32 * float32
         if bias is not None:
             out.add_(bias)
         return out.view(*lead, out.shape[-1])
