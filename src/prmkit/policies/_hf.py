@@ -477,19 +477,25 @@ class HFPolicy:
     def _shared_prefix(self, ids: list[int], shared: int, torch: Any) -> Any:
         """The KV cache (batch 1) of ``ids[:shared]``, kept for the next prompts that start with it
         (the last four such prefixes); not to be changed by the caller."""
-        from transformers import DynamicCache
 
         key = tuple(ids[:shared])
         base = self._shared_cache.get(key)
         if base is None:
-            base = DynamicCache(config=self.model.config)
-            with torch.no_grad():
-                self._prefill_model(torch.tensor([ids[:shared]], device=self.model.device),
-                                    **{self._cache_kw: base}, use_cache=True, **self._prefill_kw)
+            base = self._prefix_cache(ids[:shared], torch)
             self._shared_cache[key] = base
             while len(self._shared_cache) > 4:
                 self._shared_cache.pop(next(iter(self._shared_cache)))
         return base
+
+    def _prefix_cache(self, ids: list[int], torch: Any) -> Any:
+        """A fresh KV cache (batch 1) of ``ids``, as the model's forward pass fills it."""
+        from transformers import DynamicCache
+
+        cache = DynamicCache(config=self.model.config)
+        with torch.no_grad():
+            self._prefill_model(torch.tensor([ids], device=self.model.device),
+                                **{self._cache_kw: cache}, use_cache=True, **self._prefill_kw)
+        return cache
 
     def _prompt_parts(self, chunk: list[tuple[int, list[int], int, int | None]], width: int, torch: Any
                       ) -> list[tuple[Any, int, int]]:

@@ -454,26 +454,24 @@ class TorchPolicy(HFPolicy):
             out["dtype"] = "int8"
         return out
 
-    def _shared_prefix(self, ids: list[int], shared: int, torch: Any) -> Any:
-        """As ``hf``'s, but with int8 products the prefix runs through :meth:`_Plan.prefill` too, so
-        a prompt's cache comes from one arithmetic."""
+    def _prefix_cache(self, ids: list[int], torch: Any) -> Any:
+        """As ``hf``'s, but with int8 products the shared prefix runs through :meth:`_Plan.prefill`
+        too, so a prompt's cache comes from one arithmetic."""
         plan = self._plan
-        if plan is None or not plan.int8 or (plan.window is not None and shared > plan.window):
-            return super()._shared_prefix(ids, shared, torch)
+        if plan is None or not plan.int8 or (plan.window is not None and len(ids) > plan.window):
+            return super()._prefix_cache(ids, torch)
+        return self._loop_cache(ids, None, torch)
+
+    def _loop_cache(self, ids: list[int], past: list[tuple[Any, Any]] | None, torch: Any) -> Any:
+        """A ``DynamicCache`` of ``ids`` after ``past``, run through :meth:`_Plan.prefill`."""
         from transformers import DynamicCache
 
-        key = ("int8", *ids[:shared])
-        base = self._shared_cache.get(key)
-        if base is None:
-            with torch.no_grad():
-                kv = plan.prefill(torch.tensor([ids[:shared]], device=self.model.device), None, torch)
-            base = DynamicCache(config=self.model.config)
-            for i, (k, v) in enumerate(kv):
-                base.update(k, v, i)
-            self._shared_cache[key] = base
-            while len(self._shared_cache) > 4:
-                self._shared_cache.pop(next(iter(self._shared_cache)))
-        return base
+        with torch.no_grad():
+            kv = self._plan.prefill(torch.tensor([ids], device=self.model.device), past, torch)
+        cache = DynamicCache(config=self.model.config)
+        for i, (k, v) in enumerate(kv):
+            cache.update(k, v, i)
+        return cache
 
     def _prefill(self, ids: list[int], shared: int, torch: Any) -> Any:
         """A prompt's KV cache. With prepacked bfloat16 weights (a CPU with oneDNN) the part after
@@ -484,18 +482,11 @@ class TorchPolicy(HFPolicy):
         if (plan is None or not plan.packed or len(ids) <= shared
                 or (plan.window is not None and len(ids) > plan.window)):
             return super()._prefill(ids, shared, torch)
-        from transformers import DynamicCache
-
         past = None
         if shared:
             base = self._shared_prefix(ids, shared, torch)
             past = [(layer.keys, layer.values) for layer in base.layers]
-        with torch.no_grad():
-            kv = plan.prefill(torch.tensor([ids[shared:]], device=self.model.device), past, torch)
-        cache = DynamicCache(config=self.model.config)
-        for i, (k, v) in enumerate(kv):
-            cache.update(k, v, i)
-        return cache
+        return self._loop_cache(ids[shared:], past, torch)
 
     def _chunks(self, rows: list[Any], n: int) -> list[list[Any]]:
         """Batches of whole requests (``batch_size // n`` of them), or slices of one request's rows
