@@ -196,6 +196,8 @@ class _Plan:
 
     def rms(self, x: Any, weight: Any, torch: Any) -> Any:
         # transformers' LlamaRMSNorm: normalise in float32, cast back, then scale.
+        if x.dtype == torch.float32:  # the same bits without two no-op casts (a decode step is ~100 ops a layer)
+            return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
         h = x.float()
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
         return weight * h.to(x.dtype)
@@ -217,24 +219,29 @@ class _Plan:
 
     def step(self, tokens: Any, positions: Any, kv: _KV, t: int, torch: Any) -> Any:
         """Float32 logits ``(rows, vocab)`` of one new token per row (the ``t``-th of the decode),
-        its keys and values written into ``kv``."""
+        its keys and values written into ``kv``. Hidden states stay ``(rows, hidden)``: at a few
+        rows a step is bound by the number of operations, not by their arithmetic."""
         F = torch.nn.functional
-        linear = self.linear
+        linear, rms = self.linear, self.rms
         b = tokens.shape[0]
         nh, kvh, hd = self.nh, self.kvh, self.hd
-        g = nh // kvh
-        x = F.embedding(tokens[:, None], self.embed)  # (b, 1, hidden)
-        cos, sin = self.rotary(x, positions[:, None])  # (b, 1, hd)
-        cos, sin = cos[:, None], sin[:, None]  # (b, 1, 1, hd): broadcast over heads
+        g, half, f32 = nh // kvh, hd // 2, torch.float32
+        x = F.embedding(tokens, self.embed)  # (b, hidden)
+        cos, sin = self.rotary(x, positions[:, None])  # (b, 1, hd): broadcast over heads
         for i, (n1, wqkv, bqkv, wo, bo, n2, wgu, bgu, wd, bd) in enumerate(self.layers):
-            qk, v = self.rotated_qkv(self.rms(x, n1, torch), wqkv, bqkv, cos, sin, torch)
-            q, k = qk.float().split((nh, kvh), dim=1)
-            kv.keys[i][:, :, t] = k[:, :, 0]
-            kv.values[i][:, :, t] = v.view(b, kvh, hd)
+            qk, v = linear(rms(x, n1, torch), wqkv, bqkv).split(self.splits, dim=-1)
+            qk = qk.view(b, nh + kvh, hd)
+            qk = qk * cos + torch.cat((-qk[..., half:], qk[..., :half]), dim=-1) * sin
+            if qk.dtype != f32:
+                qk, v = qk.float(), v.float()
+            q, k = qk.split((nh, kvh), dim=1)
+            kv.keys[i].select(2, t).copy_(k)
+            kv.values[i].select(2, t).copy_(v.view(b, kvh, hd))
             o = kv.attend(i, q.reshape(b, kvh, g, hd), t, self.scale, torch)
-            x = x + linear(o.reshape(b, 1, nh * hd).to(x.dtype), wo, bo)
-            x = self.mlp_residual(x, n2, wgu, bgu, wd, bd, torch)
-        return linear(self.rms(x, self.norm, torch)[:, 0], self.lm_head, None).float()
+            x = x + linear(o.reshape(b, nh * hd).to(x.dtype), wo, bo)
+            gate, up = linear(rms(x, n2, torch), wgu, bgu).chunk(2, dim=-1)
+            x = x + linear(F.silu(gate) * up, wd, bd)
+        return linear(rms(x, self.norm, torch), self.lm_head, None).float()
 
     def prefill(self, ids: Any, past: list[tuple[Any, Any]] | None, torch: Any) -> list[tuple[Any, Any]]:
         """Keys and values ``(1, kv heads, start + tokens, head dim)`` per layer of a prompt: ``ids``
@@ -316,13 +323,16 @@ def _int8_kernel(torch: Any) -> tuple[Any, Any]:
 
     def linear(x: Any, w: Any, bias: Any = None) -> Any:
         wt, ws = w
-        lead = x.shape[:-1]
-        x = x.reshape(-1, x.shape[-1]).float()
+        lead = x.shape[:-1] if x.dim() != 2 else None  # a decode step's rows come flat
+        if lead is not None:
+            x = x.reshape(-1, x.shape[-1])
+        if x.dtype != torch.float32:
+            x = x.float()
         s = x.abs().amax(dim=-1, keepdim=True).clamp_min_(1e-30).div_(127)
         out = torch._int_mm(torch.div(x, s).round_().to(torch.int8), wt).mul(s).mul_(ws)  # int32 * float32
         if bias is not None:
             out.add_(bias)
-        return out.view(*lead, out.shape[-1])
+        return out if lead is None else out.view(*lead, out.shape[-1])
 
     try:
         gen = torch.Generator().manual_seed(0)
