@@ -321,6 +321,7 @@ def test_int8_smoothing_leaves_the_float_model_unchanged(tiny_lm, wide_lm, tmp_p
     from prmkit.policies import _torch
 
     monkeypatch.setattr(_torch, "_int8_kernel", lambda torch_: (torch.nn.functional.linear, torch.clone))
+    monkeypatch.setattr(_torch, "_int8_head_kernel", lambda torch_: (None, None))  # the head as the layers
     folder = wide_lm if arch == "llama" else wide_copy(
         tiny_lm, tmp_path / "qwen2", transformers.Qwen2ForCausalLM, transformers.Qwen2Config)
     pol = get_policy("torch", model=folder, dtype="int8", batch_size=6, progress=False)
@@ -338,3 +339,55 @@ def test_int8_smoothing_leaves_the_float_model_unchanged(tiny_lm, wide_lm, tmp_p
     assert ratio.max() > 1.2 * ratio.min()  # the factors differ across channels
     worst, compared, steps = step_logits_gap(pol, REQS)
     assert compared == 6 * steps and steps >= 2 and worst < 1e-4
+
+
+def test_int8_head_product_is_the_int8_product_in_another_order():
+    """The LM head's int8 product through oneDNN's u8 x s8 linear: the same integer sums as
+    ``torch._int_mm``, scaled per channel then per row; each row alone as in a batch; the int8
+    decode uses it for the head where it is available."""
+    from prmkit.policies._torch import _int8_head_kernel
+
+    linear, pack = _int8_kernel_or_skip()
+    hlinear, hpack = _int8_head_kernel(torch)
+    if hlinear is None:
+        pytest.skip("this torch has no exact oneDNN int8 linear (torch.ops.onednn.qlinear_pointwise)")
+    gen = torch.Generator().manual_seed(1)
+    w = torch.randn(300, 48, generator=gen)
+    x = torch.randn(2, 7, 48, generator=gen) * torch.tensor([0.02, 20.0])[:, None, None]
+    got = hlinear(x, hpack(w))
+    assert got.shape == (2, 7, 300) and got.dtype == torch.float32
+    # By hand from the integers: round(w / w_scale), round(x / x_scale), exact sums.
+    ws = w.abs().amax(dim=1) / 127
+    xs = x.abs().amax(dim=-1, keepdim=True) / 127
+    qw = torch.round(w / ws[:, None]).long()
+    qx = torch.round(x / xs).long()
+    sums = (qx @ qw.t()).double()
+    assert torch.equal(got, (sums.float() * ws).mul_(xs))
+    assert torch.allclose(got, linear(x, pack(w)), rtol=1e-6, atol=1e-6)  # _int_mm's order: (sums * xs) * ws
+    for b in range(2):
+        for p in range(7):
+            assert torch.equal(hlinear(x[b, p][None], hpack(w))[0], got[b, p])
+    bias = torch.randn(300, generator=gen)
+    assert torch.equal(hlinear(x, hpack(w), bias), got + bias)
+    assert torch.equal(hlinear(torch.zeros(1, 48), hpack(w)), torch.zeros(1, 300))
+
+
+def test_int8_decode_uses_the_onednn_head_where_exact(wide_lm, monkeypatch):
+    """Where the oneDNN head is exact the plan uses it; where it is not (patched away), the head
+    falls back to the layers' ``_int_mm`` product and the decode still runs."""
+    import prmkit.policies._torch as T
+
+    _int8_kernel_or_skip()
+    sp = SamplingParams(n=2, max_new_tokens=6, temperature=1.0, seed=3)
+    pol = get_policy("torch", model=wide_lm, dtype="int8", batch_size=4, progress=False)
+    if T._int8_head_kernel(torch)[0] is None:
+        pytest.skip("no exact oneDNN int8 linear here")
+    assert pol._plan.head_linear is not pol._plan.linear
+    assert rows(pol.generate(REQS, sp)) == rows(pol.generate(REQS, sp))
+    monkeypatch.setattr(T, "_int8_head_kernel", lambda torch: (None, None))
+    plain = get_policy("torch", model=wide_lm, dtype="int8", batch_size=4, progress=False)
+    assert plain._plan.head_linear is plain._plan.linear
+    assert all(c.num_tokens for row in plain.generate(REQS, sp) for c in row)
+    x = torch.randn(3, pol.model.config.hidden_size, generator=torch.Generator().manual_seed(0))
+    a, b = pol._plan.head_linear(x, pol._plan.lm_head), plain._plan.linear(x, plain._plan.lm_head)
+    assert torch.allclose(a, b, rtol=1e-5, atol=1e-6)  # the same sums: rounding order only

@@ -37,10 +37,12 @@ change the logits by rounding, so sampled texts differ from float32's; ``benchma
 ``dtype="int8"`` (a CPU): the loop's products in int8 (:func:`_int8_kernel`: weights quantized once
 per output channel, each input row when it comes, integer sums by ``torch._int_mm``), with
 SmoothQuant's factors from a fixed calibration text folded into the weights first
-(:meth:`_Plan._smooth`); everything else in float32, prompts through the same products. A decode
-step reads a quarter of float32's weight bytes, and on a 2-core CPU a step is bound by reading them.
-Rows stay independent of their batch (every scale is a row's or a channel's, integer sums are
-exact).
+(:meth:`_Plan._smooth`); everything else in float32, prompts through the same products. The LM
+head's product goes through oneDNN's own int8 linear (:func:`_int8_head_kernel`) where that gives
+the same integer sums. A decode step reads a quarter of float32's weight bytes; on 2 cores without
+AMX the int8 products run at 0.25-0.57 TMAC/s, bound by the kernel, not by memory, and at 16 rows
+most of a step is small operations. Rows stay independent of their batch (every scale is a row's or
+a channel's, integer sums are exact).
 """
 
 from __future__ import annotations
@@ -136,6 +138,13 @@ class _Plan:
                 raw, self.norm, head = self._smooth(lm, self.layers, head, calibration, torch)
                 self.layers = [packed(*entry) for entry in raw]
             self.lm_head = pack(head)
+            # The LM head, int8: oneDNN's prepacked u8 x s8 product where it gives int8's exact sums
+            # (2.4x faster than ``_int_mm`` and its int32 -> float32 scaling for 16 x 49,152 outputs).
+            self.head_linear = self.linear
+            if int8:
+                hlinear, hpack = _int8_head_kernel(torch)
+                if hlinear is not None:
+                    self.head_linear, self.lm_head = hlinear, hpack(head)
 
     def _smooth(self, lm: Any, raw: list[tuple[Any, ...]], head: Any, ids: list[int], torch: Any,
                 alpha: float = 0.5) -> tuple[list[tuple[Any, ...]], Any, Any]:
@@ -241,7 +250,7 @@ class _Plan:
             x = x + linear(o.reshape(b, nh * hd).to(x.dtype), wo, bo)
             gate, up = linear(rms(x, n2, torch), wgu, bgu).chunk(2, dim=-1)
             x = x + linear(F.silu(gate) * up, wd, bd)
-        return linear(rms(x, self.norm, torch), self.lm_head, None).float()
+        return self.head_linear(rms(x, self.norm, torch), self.lm_head, None).float()
 
     def prefill(self, ids: Any, past: list[tuple[Any, Any]] | None, torch: Any) -> list[tuple[Any, Any]]:
         """Keys and values ``(1, kv heads, start + tokens, head dim)`` per layer of a prompt: ``ids``
@@ -340,6 +349,56 @@ def _int8_kernel(torch: Any) -> tuple[Any, Any]:
         b = torch.randint(-127, 128, (96, 64), generator=gen, dtype=torch.int8)
         exact = torch.equal(torch._int_mm(a, b.t()), (a.long() @ b.long().t()).int())
     except (AttributeError, RuntimeError):
+        return None, None
+    return (linear, pack) if exact else (None, None)
+
+
+def _int8_head_kernel(torch: Any) -> tuple[Any, Any]:
+    """``(linear, pack)`` of :func:`_int8_kernel`'s W8A8 product through oneDNN's own int8 linear
+    (``torch.ops.onednn.qlinear_pointwise``, what inductor's x86 quantization calls): weights
+    prepacked once into its blocked layout, inputs as unsigned bytes (the int8 value + 128 with zero
+    point 128: the same integer sums), each output channel's weight scale applied inside the
+    product, each row's input scale after. Per row the output is ``float(sum) * w_scale * x_scale``
+    exactly (checked here against ``torch._int_mm`` on a small product, row by row and in a batch,
+    before it is used), so rows stay independent of their batch. Faster than ``_int_mm`` for wide
+    outputs (the LM head: 1.3 against 3.1 ms at 16 x 49,152 on 2 cores without AMX), not for the
+    narrow products of a layer. ``(None, None)`` where the op is missing or not exact."""
+    def pack(w: Any) -> Any:
+        w = w.detach().float()
+        scale = w.abs().amax(dim=1).clamp_min(1e-30) / 127
+        q = torch.round(w / scale[:, None]).to(torch.int8)
+        return (torch.ops.onednn.qlinear_prepack(q, None), scale,
+                torch.zeros(q.shape[0], dtype=torch.long, device=q.device))
+
+    def linear(x: Any, w: Any, bias: Any = None) -> Any:
+        packed, ws, zp = w
+        lead = x.shape[:-1] if x.dim() != 2 else None
+        if lead is not None:
+            x = x.reshape(-1, x.shape[-1])
+        if x.dtype != torch.float32:
+            x = x.float()
+        s = x.abs().amax(dim=-1, keepdim=True).clamp_min_(1e-30).div_(127)
+        qu = torch.div(x, s).round_().add_(128).to(torch.uint8)
+        out = torch.ops.onednn.qlinear_pointwise(qu, 1.0, 128, packed, ws, zp, None, 1.0, 0, torch.float32,
+                                                 "none", [], "").mul_(s)
+        if bias is not None:
+            out.add_(bias)
+        return out if lead is None else out.view(*lead, out.shape[-1])
+
+    try:
+        if not torch.backends.mkldnn.is_available():
+            return None, None
+        gen = torch.Generator().manual_seed(0)
+        w = torch.randn(96, 64, generator=gen)
+        x = torch.randn(5, 64, generator=gen) * torch.tensor([0.01, 1.0, 30.0, 1.0, 0.5])[:, None]
+        packed = pack(w)
+        got = linear(x, packed)
+        ws = w.abs().amax(dim=1) / 127
+        s = x.abs().amax(dim=-1, keepdim=True) / 127
+        q = torch.div(x, s).round_().to(torch.int8)
+        want = torch._int_mm(q, torch.round(w / ws[:, None]).to(torch.int8).t()).float().mul_(ws).mul_(s)
+        exact = torch.equal(got, want) and all(torch.equal(linear(x[i:i + 1], packed)[0], got[i]) for i in range(5))
+    except (AttributeError, RuntimeError, NotImplementedError):
         return None, None
     return (linear, pack) if exact else (None, None)
 
