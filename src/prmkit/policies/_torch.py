@@ -137,14 +137,11 @@ class _Plan:
             if self.smoothed:
                 raw, self.norm, head = self._smooth(lm, self.layers, head, calibration, torch)
                 self.layers = [packed(*entry) for entry in raw]
-            self.lm_head = pack(head)
             # The LM head, int8: oneDNN's prepacked u8 x s8 product where it gives int8's exact sums
             # (2.4x faster than ``_int_mm`` and its int32 -> float32 scaling for 16 x 49,152 outputs).
-            self.head_linear = self.linear
-            if int8:
-                hlinear, hpack = _int8_head_kernel(torch)
-                if hlinear is not None:
-                    self.head_linear, self.lm_head = hlinear, hpack(head)
+            hlinear, hpack = _int8_head_kernel(torch) if int8 else (None, None)
+            self.head_linear = hlinear or self.linear
+            self.lm_head = (hpack or pack)(head)
 
     def _smooth(self, lm: Any, raw: list[tuple[Any, ...]], head: Any, ids: list[int], torch: Any,
                 alpha: float = 0.5) -> tuple[list[tuple[Any, ...]], Any, Any]:
@@ -318,6 +315,33 @@ def _linear_kernel(weight: Any, torch: Any) -> tuple[Any, Any]:
     return (linear, pack) if same else plain
 
 
+def _int8_weight(w: Any, torch: Any) -> tuple[Any, Any]:
+    """``(q, scale)``: each row of ``w`` quantized once, symmetric, to int8 ``(out, in)`` with a
+    float32 scale per row (output channel)."""
+    w = w.detach().float()
+    scale = w.abs().amax(dim=1).clamp_min(1e-30) / 127
+    return torch.round(w / scale[:, None]).to(torch.int8), scale
+
+
+def _int8_rows(x: Any, torch: Any) -> tuple[Any, Any, Any]:
+    """``(x, s, lead)``: the input's rows flat in float32 ``(rows, in)``, each row's symmetric int8
+    scale ``(rows, 1)``, and the leading shape to restore (None: ``x`` came flat, as a decode step's
+    rows do)."""
+    lead = x.shape[:-1] if x.dim() != 2 else None
+    if lead is not None:
+        x = x.reshape(-1, x.shape[-1])
+    if x.dtype != torch.float32:
+        x = x.float()
+    return x, x.abs().amax(dim=-1, keepdim=True).clamp_min_(1e-30).div_(127), lead
+
+
+def _int8_out(out: Any, bias: Any, lead: Any) -> Any:
+    """A product's float32 output ``(rows, out)`` plus ``bias``, in the input's leading shape."""
+    if bias is not None:
+        out.add_(bias)
+    return out if lead is None else out.view(*lead, out.shape[-1])
+
+
 def _int8_kernel(torch: Any) -> tuple[Any, Any]:
     """``(linear, pack)`` of int8 products (W8A8, as CTranslate2's int8 on a CPU): each weight row
     quantized once, symmetric, with a float32 scale per output channel; each input row quantized
@@ -326,22 +350,14 @@ def _int8_kernel(torch: Any) -> tuple[Any, Any]:
     exact and every scale belongs to one row or one channel, so a row's output does not depend on
     the other rows of its batch. ``(None, None)`` where this torch has no working ``_int_mm``."""
     def pack(w: Any) -> Any:
-        w = w.detach().float()
-        scale = w.abs().amax(dim=1).clamp_min(1e-30) / 127
-        return torch.round(w / scale[:, None]).to(torch.int8).t(), scale  # (in, out) view
+        q, scale = _int8_weight(w, torch)
+        return q.t(), scale  # (in, out) view
 
     def linear(x: Any, w: Any, bias: Any = None) -> Any:
         wt, ws = w
-        lead = x.shape[:-1] if x.dim() != 2 else None  # a decode step's rows come flat
-        if lead is not None:
-            x = x.reshape(-1, x.shape[-1])
-        if x.dtype != torch.float32:
-            x = x.float()
-        s = x.abs().amax(dim=-1, keepdim=True).clamp_min_(1e-30).div_(127)
+        x, s, lead = _int8_rows(x, torch)
         out = torch._int_mm(torch.div(x, s).round_().to(torch.int8), wt).mul(s).mul_(ws)  # int32 * float32
-        if bias is not None:
-            out.add_(bias)
-        return out if lead is None else out.view(*lead, out.shape[-1])
+        return _int8_out(out, bias, lead)
 
     try:
         gen = torch.Generator().manual_seed(0)
@@ -364,26 +380,17 @@ def _int8_head_kernel(torch: Any) -> tuple[Any, Any]:
     outputs (the LM head: 1.3 against 3.1 ms at 16 x 49,152 on 2 cores without AMX), not for the
     narrow products of a layer. ``(None, None)`` where the op is missing or not exact."""
     def pack(w: Any) -> Any:
-        w = w.detach().float()
-        scale = w.abs().amax(dim=1).clamp_min(1e-30) / 127
-        q = torch.round(w / scale[:, None]).to(torch.int8)
+        q, scale = _int8_weight(w, torch)
         return (torch.ops.onednn.qlinear_prepack(q, None), scale,
                 torch.zeros(q.shape[0], dtype=torch.long, device=q.device))
 
     def linear(x: Any, w: Any, bias: Any = None) -> Any:
         packed, ws, zp = w
-        lead = x.shape[:-1] if x.dim() != 2 else None
-        if lead is not None:
-            x = x.reshape(-1, x.shape[-1])
-        if x.dtype != torch.float32:
-            x = x.float()
-        s = x.abs().amax(dim=-1, keepdim=True).clamp_min_(1e-30).div_(127)
+        x, s, lead = _int8_rows(x, torch)
         qu = torch.div(x, s).round_().add_(128).to(torch.uint8)
         out = torch.ops.onednn.qlinear_pointwise(qu, 1.0, 128, packed, ws, zp, None, 1.0, 0, torch.float32,
                                                  "none", [], "").mul_(s)
-        if bias is not None:
-            out.add_(bias)
-        return out if lead is None else out.view(*lead, out.shape[-1])
+        return _int8_out(out, bias, lead)
 
     try:
         if not torch.backends.mkldnn.is_available():
