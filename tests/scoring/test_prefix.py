@@ -256,3 +256,69 @@ def test_prefix_tree_plan():
     assert {leaves[x].parent.ids for x in (a, b, c, e)} == {(1, 2, 3)}
     levels, leaves = plan_prefix_tree([a, b, c], min_saved=7)
     assert levels == [] and all(leaf.parent is None for leaf in leaves.values())
+
+
+def _reachable_kv_tokens(scorer) -> int:
+    """Tokens of KV held by the store's entries and the entries they continue, each entry once."""
+    seen, total = set(), 0
+    for e in scorer._store.entries.values():
+        while e is not None and id(e) not in seen:
+            seen.add(id(e))
+            total += e.kv.shape[3]
+            e = e.base
+    return total
+
+
+def _plain_kv(rm, ids):
+    backbone = getattr(rm.model, rm.model.base_model_prefix)
+    with torch.no_grad():
+        cache = backbone(input_ids=torch.tensor([list(ids)]), use_cache=True).past_key_values
+    return torch.stack([torch.stack([layer.keys[0], layer.values[0]]) for layer in cache.layers])
+
+
+def _chained_kv(entry):
+    kv = entry.kv
+    out = torch.empty((kv.shape[0], 2, kv.shape[2], len(entry), kv.shape[4]), dtype=kv.dtype)
+    entry.kv_into(len(entry), out)
+    return out
+
+
+def test_stored_kv_is_held_once_per_shared_prefix_and_equals_a_plain_pass(make_rm, make_trace):
+    """Character tokenizer, prmkit convention. A = "What?\\nx=1\\n" and B (x=2) share the node
+    "What?\\nx=" (8 tokens) and run their last 2 tokens on it: each keeps those 2 and points at the
+    node's entry, so the store counts 20 tokens (A and B) and holds KV for 8 + 2 + 2 = 12. C = A +
+    "y=3\\n" (14) continues the whole of A: it keeps its 4 new tokens and points at A (A leaves the store,
+    C covers it; C's KV reaches A's and the node's: 4 + 2 + 8 = 14 tokens). D = "What?\\nx=1\\ny=5\\n"
+    reuses the first 12 tokens of C, part of it: D copies them rather than keep C's last 2 alive, and
+    holds its 14 tokens itself. Every entry's KV, read through what it continues, is a plain forward
+    pass's."""
+    rm = make_rm("prmkit")
+    A, B = make_trace("A", "What?", ["x=1"]), make_trace("B", "What?", ["x=2"])
+    C, D = make_trace("C", "What?", ["x=1", "y=3"]), make_trace("D", "What?", ["x=1", "y=5"])
+    scorer = PrefixCachingScorer(rm, batch_size=8, min_saved_tokens=4)
+    scorer.score([A, B])
+    entries = list(scorer._store.entries.values())
+    assert [len(e) for e in entries] == [10, 10] and scorer.cached_tokens == 20
+    assert [e.kv.shape[3] for e in entries] == [2, 2] and entries[0].base is entries[1].base
+    assert len(entries[0].base) == 8 and _reachable_kv_tokens(scorer) == 12
+    scorer.score([C])
+    c = next(e for e in scorer._store.entries.values() if len(e) == 14)
+    assert c.kv.shape[3] == 4 and c.start == 10 and len(c.base) == 10 and c.base.start == 8
+    assert_close(scorer.score([D]), one_at_a_time(rm, [D]))
+    d = list(scorer._store.entries.values())[-1]
+    assert len(d) == 14 and d.base is None and d.kv.shape[3] == 14
+    assert _reachable_kv_tokens(scorer) <= scorer.cached_tokens
+    for e in scorer._store.entries.values():
+        torch.testing.assert_close(_chained_kv(e), _plain_kv(rm, e.ids), atol=1e-5, rtol=1e-5)
+
+
+def test_reachable_kv_stays_within_the_bound(make_rm, mixed_traces, make_trace):
+    """However entries continue each other, the KV they keep alive is at most the store's bound."""
+    rm = make_rm("qwen2.5-math-prm")
+    bound = 3 * max(len(rm.encode(t)) for t in mixed_traces)
+    scorer = PrefixCachingScorer(rm, batch_size=4, max_cached_tokens=bound, min_saved_tokens=2)
+    traces = list(mixed_traces)
+    grown = [extend(make_trace, t, "and then 7") for t in traces]
+    for start in range(0, len(traces), 3):
+        scorer.score(traces[start:start + 3] + grown[start:start + 2])
+        assert _reachable_kv_tokens(scorer) <= scorer.cached_tokens <= bound

@@ -30,6 +30,7 @@ scored the plain way, one padded forward pass per batch, as :meth:`RewardModel.s
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -91,15 +92,35 @@ class ScoringStats:
 
 @dataclass(eq=False)
 class _Entry:
-    """A sequence that was run: its ids, per layer its keys and values ``[kv_heads, T, head_dim]``, and
-    the head's logits at every position ``[T, C]`` (float32)."""
+    """A sequence that was run: its ids, the keys and values (KV) of every layer, and the head's logits
+    at every position ``[T, C]`` (float32).
+
+    The KV of the first ``start`` tokens is ``base``'s whole KV (``start == len(base)``: the entry
+    continues the sequence it was run on top of, a tree node most often), so a shared prefix's KV is
+    held once, however many sequences continue it; ``kv`` holds the rest, ``[layers, 2, kv_heads,
+    T - start, head_dim]``. An entry that reused only part of another copies that part instead of
+    keeping it alive, so the KV reachable from an entry is exactly its own ``T`` tokens and the store's
+    bound holds for memory too.
+    """
 
     ids: Any  # numpy int64 array
-    kv: list[tuple[Any, Any]]
+    kv: Any
     logits: Any
+    base: _Entry | None = None
+    start: int = 0
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def kv_into(self, m: int, dst: Any) -> None:
+        """Copy the KV of the first ``m`` tokens into ``dst`` (``[layers, 2, kv_heads, m, head_dim]``)."""
+        if self.base is not None:
+            k = min(m, self.start)
+            self.base.kv_into(k, dst[:, :, :, :k])
+            if m > self.start:
+                dst[:, :, :, self.start:m] = self.kv[:, :, :, :m - self.start]
+        else:
+            dst.copy_(self.kv[:, :, :, :m])
 
 
 class _PrefixStore:
@@ -446,7 +467,7 @@ class PrefixCachingScorer:
     def _forward(self, chunk: Sequence[tuple[_Row, _Entry | None, int]]) -> None:
         torch = _torch()
         np = _np()
-        from transformers import DynamicCache
+        from transformers.cache_utils import Cache
 
         dev = self.rm.device
         reuse = [r for _, _, r in chunk]
@@ -467,8 +488,10 @@ class PrefixCachingScorer:
                 mask[i, past - r:past + len(n)] = 1
             mask = mask.to(dev)
         # Right padding needs no mask in a decoder: no real token attends to a later (pad) one.
-        cache = DynamicCache(_padded_past(chunk, past, rows)) if past else DynamicCache()
         backbone = getattr(self.rm.model, self.rm.model.base_model_prefix)
+        layers = _num_layers(self.rm.model)
+        buffer = _PassKV(chunk, past, width, layers)
+        cache = Cache(layers=[_buffer_layer_class()(buffer, i) for i in range(layers)])
         out = backbone(input_ids=input_ids.to(dev), position_ids=position_ids.to(dev), attention_mask=mask,
                        use_cache=True, **{self._cache_kw: cache})
         logits = self._head(out.last_hidden_state).float()
@@ -476,14 +499,17 @@ class PrefixCachingScorer:
         self.stats.tokens_computed += sum(len(n) for n in news)
         self.stats.padded_tokens += rows * width
         self.stats.attention_pairs += sum(_pairs(r, len(n)) for r, n in zip(reuse, news, strict=True))
-        layers = _cache_layers(cache)
+        kv = buffer.kv  # [layers, 2, rows, kv_heads, past + width, head_dim]
         for i, ((row, base, r), n) in enumerate(zip(chunk, news, strict=True)):
-            # The row's KV is its past (left-padded to ``past``) followed by its new tokens.
-            kv = [(k[i, :, past - r:past + len(n)].clone(), v[i, :, past - r:past + len(n)].clone())
-                  for k, v in layers]
+            # The row's KV is its past (left-padded to ``past``) followed by its new tokens. A row that
+            # continues the whole of its base keeps only its new tokens and points at the base.
+            whole = base is not None and r == len(base)
+            lo = past if whole or not r else past - r
+            own = kv[:, :, i, :, lo:past + len(n)].clone()
             new_logits = logits[i, :len(n)]
             full = torch.cat([base.logits[:r], new_logits]) if r else new_logits.clone()
-            entry = _Entry(np.asarray(row.ids, dtype=np.int64), kv, full)
+            entry = _Entry(np.asarray(row.ids, dtype=np.int64), own, full,
+                           base=base if whole else None, start=r if whole else 0)
             row.result = (entry, len(entry))
             self._store.add(entry)
 
@@ -538,35 +564,70 @@ def _pairs(past: int, new: int) -> int:
     return new * past + new * (new + 1) // 2
 
 
-def _padded_past(chunk: Sequence[tuple[_Row, _Entry | None, int]], past: int, rows: int) -> list:
-    """Per layer ``(keys, values)`` of shape ``[rows, kv_heads, past, head_dim]``: each row's reused
-    KV, left-padded with zeros (masked out) to ``past``; one shared past is only broadcast."""
-    torch = _torch()
-    first = next(b for _, b, _ in chunk if b is not None)
-    same = all(b is chunk[0][1] and r == chunk[0][2] for _, b, r in chunk)
-    layers = []
-    for layer, (k0, v0) in enumerate(first.kv):
-        if same:
-            layers.append((k0[:, :past].unsqueeze(0).expand(rows, -1, -1, -1),
-                           v0[:, :past].unsqueeze(0).expand(rows, -1, -1, -1)))
-            continue
-        heads, _, dim = k0.shape
-        k = torch.zeros((rows, heads, past, dim), dtype=k0.dtype, device=k0.device)
-        v = torch.zeros_like(k)
-        for i, (_, base, r) in enumerate(chunk):
-            if r:
-                bk, bv = base.kv[layer]
-                k[i, :, past - r:] = bk[:, :r]
-                v[i, :, past - r:] = bv[:, :r]
-        layers.append((k, v))
-    return layers
+class _PassKV:
+    """The KV of one forward pass, every layer in one tensor ``[layers, 2, rows, kv_heads, past + width,
+    head_dim]``: each row's reused KV left-padded with zeros (masked out) to ``past``, then the pass's
+    new tokens, which the layers write in place (no concatenation, no per-layer copies). Allocated at the
+    first layer's update, when the KV's heads, size and dtype are known."""
+
+    def __init__(self, chunk: Sequence[tuple[_Row, _Entry | None, int]], past: int, width: int,
+                 layers: int) -> None:
+        self.chunk, self.past, self.width, self.layers = chunk, past, width, layers
+        self.kv: Any = None
+
+    def allocate(self, keys: Any) -> Any:
+        torch = _torch()
+        rows, heads, _, dim = keys.shape
+        past = self.past
+        kv = torch.empty((self.layers, 2, rows, heads, past + self.width, dim), dtype=keys.dtype,
+                         device=keys.device)
+        first = next((b for _, b, _ in self.chunk if b is not None), None)
+        same = all(b is self.chunk[0][1] and r == self.chunk[0][2] for _, b, r in self.chunk)
+        if first is not None and same:  # one shared past: copied once, then to every row
+            first.kv_into(past, kv[:, :, 0, :, :past])
+            kv[:, :, 1:, :, :past] = kv[:, :, :1, :, :past]
+        elif past:
+            for i, (_, base, r) in enumerate(self.chunk):
+                if r < past:
+                    kv[:, :, i, :, :past - r].zero_()
+                if r:
+                    base.kv_into(r, kv[:, :, i, :, past - r:past])  # type: ignore[union-attr]
+        self.kv = kv
+        return kv
 
 
-def _cache_layers(cache: Any) -> list[tuple[Any, Any]]:
-    """``(keys, values)`` per layer, across the cache layouts of transformers 4.4x and 5.x."""
-    if hasattr(cache, "layers"):
-        return [(layer.keys, layer.values) for layer in cache.layers]
-    return list(zip(cache.key_cache, cache.value_cache, strict=True))  # pragma: no cover - older API
+@functools.cache
+def _buffer_layer_class() -> type:
+    """A transformers cache layer over one layer of a :class:`_PassKV` (a class made on first use, since
+    transformers is imported lazily)."""
+    from transformers.cache_utils import DynamicLayer
+
+    class BufferLayer(DynamicLayer):
+        def __init__(self, buffer: _PassKV, index: int) -> None:
+            super().__init__()
+            self.buffer, self.index = buffer, index
+            self.filled = False
+
+        def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+            buf = self.buffer
+            if buf.kv is None:
+                buf.allocate(key_states)
+            kv = buf.kv[self.index]
+            kv[0, :, :, buf.past:].copy_(key_states)
+            kv[1, :, :, buf.past:].copy_(value_states)
+            self.keys, self.values = kv[0], kv[1]
+            self.is_initialized, self.filled = True, True
+            return self.keys, self.values
+
+        def get_seq_length(self) -> int:
+            return self.buffer.past + (self.buffer.width if self.filled else 0)
+
+    return BufferLayer
+
+
+def _num_layers(model: Any) -> int:
+    cfg = model.config.get_text_config(decoder=True) if hasattr(model.config, "get_text_config") else model.config
+    return int(cfg.num_hidden_layers)
 
 
 def _classifier_head(model: Any) -> Any:
