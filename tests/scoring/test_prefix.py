@@ -322,3 +322,26 @@ def test_reachable_kv_stays_within_the_bound(make_rm, mixed_traces, make_trace):
     for start in range(0, len(traces), 3):
         scorer.score(traces[start:start + 3] + grown[start:start + 2])
         assert _reachable_kv_tokens(scorer) <= scorer.cached_tokens <= bound
+
+
+def test_a_trace_extended_step_by_step_chains_at_most_max_chain_entries(make_rm, make_trace):
+    """Beam search or a monitor extends a trace one step at a time: each extension continues the whole
+    of the last, but past ``_MAX_CHAIN`` entries one copies its KV instead, so reading an entry never
+    walks more than that many, and the scores stay one-at-a-time's."""
+    from prmkit.scoring._prefix import _MAX_CHAIN
+
+    rm = make_rm("prmkit")
+    scorer = PrefixCachingScorer(rm, batch_size=4, min_saved_tokens=1)
+    steps = []
+    for k in range(2 * _MAX_CHAIN + 3):
+        steps.append(f"s{k}")
+        t = make_trace(f"t{k}", "Q?", steps)
+        assert_close(scorer.score([t]), one_at_a_time(rm, [t]))
+        entry = next(e for e in scorer._store.entries.values() if len(e) == len(rm.encode(t)))
+        assert entry.depth <= _MAX_CHAIN
+        n, e = 0, entry
+        while e.base is not None:
+            n, e = n + 1, e.base
+        assert n == entry.depth
+    assert entry.depth < k  # some extension copied instead of chaining
+    torch.testing.assert_close(_chained_kv(entry), _plain_kv(rm, entry.ids), atol=1e-5, rtol=1e-5)

@@ -100,7 +100,8 @@ class _Entry:
     held once, however many sequences continue it; ``kv`` holds the rest, ``[layers, 2, kv_heads,
     T - start, head_dim]``. An entry that reused only part of another copies that part instead of
     keeping it alive, so the KV reachable from an entry is exactly its own ``T`` tokens and the store's
-    bound holds for memory too.
+    bound holds for memory too. ``depth``: entries above it (a sequence extended step by step, as beam
+    search or a monitor does, would chain without end: past :data:`_MAX_CHAIN` an entry copies instead).
     """
 
     ids: Any  # numpy int64 array
@@ -108,6 +109,7 @@ class _Entry:
     logits: Any
     base: _Entry | None = None
     start: int = 0
+    depth: int = 0
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -503,13 +505,14 @@ class PrefixCachingScorer:
         for i, ((row, base, r), n) in enumerate(zip(chunk, news, strict=True)):
             # The row's KV is its past (left-padded to ``past``) followed by its new tokens. A row that
             # continues the whole of its base keeps only its new tokens and points at the base.
-            whole = base is not None and r == len(base)
+            whole = base is not None and r == len(base) and base.depth < _MAX_CHAIN
             lo = past if whole or not r else past - r
             own = kv[:, :, i, :, lo:past + len(n)].clone()
             new_logits = logits[i, :len(n)]
             full = torch.cat([base.logits[:r], new_logits]) if r else new_logits.clone()
             entry = _Entry(np.asarray(row.ids, dtype=np.int64), own, full,
-                           base=base if whole else None, start=r if whole else 0)
+                           base=base if whole else None, start=r if whole else 0,
+                           depth=base.depth + 1 if whole else 0)  # type: ignore[union-attr]
             row.result = (entry, len(entry))
             self._store.add(entry)
 
@@ -562,6 +565,10 @@ def _chunks(lengths: Sequence[int], batch_size: int, pass_cost: int) -> list[tup
 def _pairs(past: int, new: int) -> int:
     """Causal (query, key) pairs of ``new`` tokens after ``past`` ones: sum of past+1 .. past+new."""
     return new * past + new * (new + 1) // 2
+
+
+#: Most entries one entry's KV is read through (see :class:`_Entry`).
+_MAX_CHAIN = 8
 
 
 class _PassKV:
