@@ -582,7 +582,7 @@ class _PassKV:
         self.chunk, self.past, self.width, self.layers = chunk, past, width, layers
         self.kv: Any = None
 
-    def allocate(self, keys: Any) -> Any:
+    def allocate(self, keys: Any) -> None:
         torch = _torch()
         rows, heads, _, dim = keys.shape
         past = self.past
@@ -600,7 +600,6 @@ class _PassKV:
                 if r:
                     base.kv_into(r, kv[:, :, i, :, past - r:past])  # type: ignore[union-attr]
         self.kv = kv
-        return kv
 
 
 @functools.cache
@@ -613,7 +612,6 @@ def _buffer_layer_class() -> type:
         def __init__(self, buffer: _PassKV, index: int) -> None:
             super().__init__()
             self.buffer, self.index = buffer, index
-            self.filled = False
 
         def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
             buf = self.buffer
@@ -623,18 +621,17 @@ def _buffer_layer_class() -> type:
             kv[0, :, :, buf.past:].copy_(key_states)
             kv[1, :, :, buf.past:].copy_(value_states)
             self.keys, self.values = kv[0], kv[1]
-            self.is_initialized, self.filled = True, True
+            self.is_initialized = True
             return self.keys, self.values
 
         def get_seq_length(self) -> int:
-            return self.buffer.past + (self.buffer.width if self.filled else 0)
+            return self.buffer.past + (self.buffer.width if self.is_initialized else 0)
 
     return BufferLayer
 
 
 def _num_layers(model: Any) -> int:
-    cfg = model.config.get_text_config(decoder=True) if hasattr(model.config, "get_text_config") else model.config
-    return int(cfg.num_hidden_layers)
+    return int(model.config.get_text_config(decoder=True).num_hidden_layers)
 
 
 def _classifier_head(model: Any) -> Any:
