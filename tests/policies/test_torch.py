@@ -391,3 +391,72 @@ def test_int8_decode_uses_the_onednn_head_where_exact(wide_lm, monkeypatch):
     x = torch.randn(3, pol.model.config.hidden_size, generator=torch.Generator().manual_seed(0))
     a, b = pol._plan.head_linear(x, pol._plan.lm_head), plain._plan.linear(x, plain._plan.lm_head)
     assert torch.allclose(a, b, rtol=1e-5, atol=1e-6)  # the same sums: rounding order only
+
+
+def test_compiled_int8_decode_repeats_and_is_batch_invariant(wide_lm):
+    """``compile=True``: from a decode's third step on, each layer runs through ``torch.compile``
+    (inductor fuses the int8 loop's small operations). Its logits stay as near the float32 model's
+    forward pass as the eager int8 loop's (inductor sums the norms in another order, which can move
+    an int8 rounding); completions repeat run to run, a request's do not depend on the rest of its
+    batch, and one sample per request (one row per group, a graph of its own) decodes too."""
+    _int8_kernel_or_skip()
+    pol = get_policy("torch", model=wide_lm, dtype="int8", batch_size=6, compile=True, progress=False)
+    plan = pol._plan
+    assert pol.describe()["compiled"] is True and plan.compiled is not None
+    calls = []
+    compiled = plan.compiled
+
+    def counted(*args):
+        calls.append(args[0].shape[0])
+        return compiled(*args)
+
+    plan.compiled = counted
+    worst, compared, steps = step_logits_gap(pol, REQS)
+    assert plan.compiled is counted, "the compiled step failed and fell back to eager"
+    assert steps > 2 and len(calls) == (steps - 2) * len(plan.layers)  # steps t >= 2, every layer
+    fp32 = get_policy("torch", model=wide_lm, dtype="float32", batch_size=6, progress=False)
+    spread = fp32.model(torch.tensor([[1, 5, 9, 2]])).logits.std().item()
+    assert compared == 6 * steps and worst < 0.5 * spread
+    sp = SamplingParams(n=3, max_new_tokens=12, temperature=1.0, seed=9)
+    a = pol.generate(REQS, sp)
+    assert rows(a) == rows(pol.generate(REQS, sp))
+    assert rows([pol.generate([r], sp)[0] for r in REQS]) == rows(a)
+    one = SamplingParams(n=1, max_new_tokens=10, temperature=0)
+    assert rows(pol.generate(REQS, one)) == rows([pol.generate([r], one)[0] for r in REQS])
+    assert plan.compiled is counted
+
+
+def test_compile_failure_decodes_eagerly_with_a_warning(wide_lm):
+    """A compiler that fails (no C++ compiler, say) costs a warning, not the decode: the step that
+    failed and every later one run eagerly, giving the eager loop's completions."""
+    _int8_kernel_or_skip()
+    eager = get_policy("torch", model=wide_lm, dtype="int8", batch_size=6, compile=False, progress=False)
+    pol = get_policy("torch", model=wide_lm, dtype="int8", batch_size=6, compile=False, progress=False)
+    assert pol.describe()["compiled"] is False
+
+    def broken(*args):
+        raise RuntimeError("no working C++ compiler\nmore lines")
+
+    pol._plan.compiled = broken
+    sp = SamplingParams(n=2, max_new_tokens=8, temperature=1.0, seed=4)
+    with pytest.warns(UserWarning, match="torch.compile of the decode loop failed .RuntimeError: no working C"):
+        got = pol.generate(REQS, sp)
+    assert pol._plan.compiled is None and pol.describe()["compiled"] is False
+    assert rows(got) == rows(eager.generate(REQS, sp))
+
+
+def test_compile_auto_is_for_int8_models_of_some_size(wide_lm, monkeypatch):
+    """``compile="auto"`` (the default) compiles the int8 loop of a model of at least
+    ``COMPILE_MIN_PARAMETERS`` parameters (compiling costs seconds a process, which a tiny model never
+    repays); never the float32 loop (whose logits equal transformers'); ``-p compile=...`` strings
+    are read; anything else is refused."""
+    from prmkit.policies import _torch as T
+
+    _int8_kernel_or_skip()
+    assert get_policy("torch", model=wide_lm, dtype="int8", progress=False)._plan.compiled is None
+    monkeypatch.setattr(T, "COMPILE_MIN_PARAMETERS", 1)
+    assert get_policy("torch", model=wide_lm, dtype="int8", progress=False)._plan.compiled is not None
+    assert get_policy("torch", model=wide_lm, dtype="float32", progress=False)._plan.compiled is None
+    assert get_policy("torch", model=wide_lm, dtype="int8", compile="false", progress=False)._plan.compiled is None
+    with pytest.raises(ValueError, match="compile must be true, false or 'auto', got 'sometimes'"):
+        get_policy("torch", model=wide_lm, dtype="int8", compile="sometimes", progress=False)

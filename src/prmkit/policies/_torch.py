@@ -47,6 +47,7 @@ a channel's, integer sums are exact).
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from prmkit.policies._base import SamplingParams, native_bf16
@@ -56,6 +57,11 @@ __all__ = ["TorchPolicy", "decode_support"]
 
 #: ``config.model_type`` values the decode loop implements.
 SUPPORTED = ("llama", "qwen2", "mistral")
+
+#: ``compile="auto"`` compiles the int8 loop's layers (:meth:`_Plan.compile`) for models of at least
+#: this many parameters: compiling costs seconds once a process, which a model the size of the
+#: embedded default's (135M) repays within its first batches, and a tiny one never does.
+COMPILE_MIN_PARAMETERS = 50_000_000
 
 #: The calibration text of ``dtype="int8"`` (see :meth:`TorchPolicy._calibration_ids`).
 CALIBRATION = (
@@ -94,6 +100,8 @@ class _Plan:
         self.hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.nh
         self.eps = cfg.rms_norm_eps
         self.scale = self.hd ** -0.5
+        self.torch = torch
+        self.compiled = None  # the compiled ``layer`` (:meth:`compile`), or None: eager
         window = getattr(cfg, "sliding_window", None)
         self.window = window if (window and getattr(cfg, "use_sliding_window", True)) else None
         self.embed = inner.embed_tokens.weight
@@ -142,6 +150,7 @@ class _Plan:
             hlinear, hpack = _int8_head_kernel(torch) if int8 else (None, None)
             self.head_linear = hlinear or self.linear
             self.lm_head = (hpack or pack)(head)
+        self.layer = self._layer_function()
 
     def _smooth(self, lm: Any, raw: list[tuple[Any, ...]], head: Any, ids: list[int], torch: Any,
                 alpha: float = 0.5) -> tuple[list[tuple[Any, ...]], Any, Any]:
@@ -201,12 +210,7 @@ class _Plan:
         return out, self.norm / s, head * s
 
     def rms(self, x: Any, weight: Any, torch: Any) -> Any:
-        # transformers' LlamaRMSNorm: normalise in float32, cast back, then scale.
-        if x.dtype == torch.float32:  # the same bits without two no-op casts (a decode step is ~100 ops a layer)
-            return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
-        h = x.float()
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
-        return weight * h.to(x.dtype)
+        return _rms(x, weight, self.eps, torch)
 
     def rotated_qkv(self, h: Any, wqkv: Any, bqkv: Any, cos: Any, sin: Any, torch: Any) -> tuple[Any, Any]:
         """``(qk, v)`` of normed hidden states ``h`` ``(batch, positions, hidden)``: queries and keys
@@ -223,31 +227,78 @@ class _Plan:
         gate, up = self.linear(self.rms(x, n2, torch), wgu, bgu).chunk(2, dim=-1)
         return x + self.linear(torch.nn.functional.silu(gate) * up, wd, bd)
 
-    def step(self, tokens: Any, positions: Any, kv: _KV, t: int, torch: Any) -> Any:
-        """Float32 logits ``(rows, vocab)`` of one new token per row (the ``t``-th of the decode),
-        its keys and values written into ``kv``. Hidden states stay ``(rows, hidden)``: at a few
-        rows a step is bound by the number of operations, not by their arithmetic."""
-        F = torch.nn.functional
-        linear, rms = self.linear, self.rms
-        b = tokens.shape[0]
-        nh, kvh, hd = self.nh, self.kvh, self.hd
+    def _layer_function(self) -> Any:
+        """One decoder layer of a decode step, as a function of tensors and ints only (so
+        ``torch.compile`` can take it whole, :meth:`compile`): ``layer(x, cos, sin, *weights, pk,
+        pv, mask, keys, values, span)`` takes hidden states ``x`` ``(rows, hidden)`` and returns the
+        layer's output; the new token's keys and values are written at position ``t`` of the layer's
+        ``keys`` / ``values`` (:class:`_KV`'s, with ``pk``, ``pv``, ``mask`` its prompt part), where
+        ``t + 1`` is the last size of ``span``, an empty tensor (a size, which ``torch.compile`` can
+        be told varies; it specializes an int's first value). The
+        model's sizes are constants of the closure: compiled, they stay constants (an attribute read
+        inside would be a symbolic size, and inductor's kernels over symbolic head sizes ran 4x
+        slower)."""
+        torch, linear, scale, eps = self.torch, self.linear, self.scale, self.eps
+        nh, kvh, hd, splits = self.nh, self.kvh, self.hd, tuple(self.splits)
         g, half, f32 = nh // kvh, hd // 2, torch.float32
-        x = F.embedding(tokens, self.embed)  # (b, hidden)
-        cos, sin = self.rotary(x, positions[:, None])  # (b, 1, hd): broadcast over heads
-        for i, (n1, wqkv, bqkv, wo, bo, n2, wgu, bgu, wd, bd) in enumerate(self.layers):
-            qk, v = linear(rms(x, n1, torch), wqkv, bqkv).split(self.splits, dim=-1)
+        silu = torch.nn.functional.silu
+
+        def layer(x, cos, sin, n1, wqkv, bqkv, wo, bo, n2, wgu, bgu, wd, bd, pk, pv, mask, keys, values, span):
+            b, t = x.shape[0], span.shape[-1] - 1
+            qk, v = linear(_rms(x, n1, eps, torch), wqkv, bqkv).split(splits, dim=-1)
             qk = qk.view(b, nh + kvh, hd)
             qk = qk * cos + torch.cat((-qk[..., half:], qk[..., :half]), dim=-1) * sin
             if qk.dtype != f32:
                 qk, v = qk.float(), v.float()
             q, k = qk.split((nh, kvh), dim=1)
-            kv.keys[i].select(2, t).copy_(k)
-            kv.values[i].select(2, t).copy_(v.view(b, kvh, hd))
-            o = kv.attend(i, q.reshape(b, kvh, g, hd), t, self.scale, torch)
+            keys.select(2, t).copy_(k)
+            values.select(2, t).copy_(v.view(b, kvh, hd))
+            o = _attend(q.reshape(b, kvh, g, hd), pk, pv, mask, keys, values, t, scale, torch)
             x = x + linear(o.reshape(b, nh * hd).to(x.dtype), wo, bo)
-            gate, up = linear(rms(x, n2, torch), wgu, bgu).chunk(2, dim=-1)
-            x = x + linear(F.silu(gate) * up, wd, bd)
-        return self.head_linear(rms(x, self.norm, torch), self.lm_head, None).float()
+            gate, up = linear(_rms(x, n2, eps, torch), wgu, bgu).chunk(2, dim=-1)
+            return x + linear(silu(gate) * up, wd, bd)
+
+        return layer
+
+    def compile(self) -> None:
+        """Decode steps run each layer through ``torch.compile`` (inductor). At a few rows an eager
+        int8 step is mostly small operations around the products (quantizing each input row, norms,
+        rotary, softmax); inductor fuses them into a few C++ loops. One compiled layer serves every
+        layer; the sizes that vary (rows, groups, prompt width, cache length, the step) are marked
+        dynamic at a batch's first steps, while the model's own sizes stay constants (compiled with
+        every size symbolic, the kernels ran 4x slower). A process compiles at its first steps
+        (seconds; a few more graphs as new cases come: the first step of a decode, a single group;
+        inductor keeps what it compiled on disk for later processes). Where compiling fails (no C++
+        compiler, an unsupported torch), the loop warns once and goes on eagerly (:meth:`step`)."""
+        self.compiled = self.torch.compile(self.layer)
+
+    def step(self, tokens: Any, positions: Any, kv: _KV, t: int, torch: Any) -> Any:
+        """Float32 logits ``(rows, vocab)`` of one new token per row (the ``t``-th of the decode),
+        its keys and values written into ``kv``. Hidden states stay ``(rows, hidden)``: at a few
+        rows a step is bound by the number of operations, not by their arithmetic."""
+        x = torch.nn.functional.embedding(tokens, self.embed)  # (b, hidden)
+        cos, sin = self.rotary(x, positions[:, None])  # (b, 1, hd): broadcast over heads
+        # A decode's first two steps run eagerly: torch.compile gives sizes 0 and 1 graphs of their
+        # own (it specializes those values), each compiled for a step a batch.
+        compiled = self.compiled if t > 1 else None
+        span = torch.empty(0, t + 1, device=x.device)
+        if compiled is not None:  # mark what varies, so graphs compile with those sizes symbolic
+            torch._dynamo.maybe_mark_dynamic(span, 1)
+            _mark_dynamic(torch, kv, x, cos, sin)
+        for i, weights in enumerate(self.layers):
+            args = (x, cos, sin, *weights, kv.prompt_keys[i], kv.prompt_values[i], kv.mask, kv.keys[i],
+                    kv.values[i], span)
+            if compiled is not None:
+                try:
+                    x = compiled(*args)
+                    continue
+                except Exception as exc:  # noqa: BLE001 - any compiler failure: decode eagerly
+                    self.compiled = compiled = None
+                    first = str(exc).strip().splitlines()[:1]
+                    warnings.warn(f"torch.compile of the decode loop failed ({type(exc).__name__}"
+                                  f"{': ' + first[0] if first else ''}); decoding eagerly", stacklevel=2)
+            x = self.layer(*args)
+        return self.head_linear(self.rms(x, self.norm, torch), self.lm_head, None).float()
 
     def prefill(self, ids: Any, past: list[tuple[Any, Any]] | None, torch: Any) -> list[tuple[Any, Any]]:
         """Keys and values ``(1, kv heads, start + tokens, head dim)`` per layer of a prompt: ``ids``
@@ -440,9 +491,12 @@ class _KV:
             self.prompt_keys.append(pk)
             self.prompt_values.append(pv)
         rows = groups * n
-        self.keys = [torch.empty(rows, kvh, new, hd, dtype=f32, device=device) for _ in self.prompt_keys]
-        self.values = [torch.empty(rows, kvh, new, hd, dtype=f32, device=device) for _ in self.prompt_keys]
+        # One position more than a decode writes: at its last step a compiled step's slice of the
+        # cache never reaches the end (a case ``torch.compile`` would compile a graph for).
+        self.keys = [torch.empty(rows, kvh, new + 1, hd, dtype=f32, device=device) for _ in self.prompt_keys]
+        self.values = [torch.empty(rows, kvh, new + 1, hd, dtype=f32, device=device) for _ in self.prompt_keys]
         self.prompt = prompt
+        self.marked = False  # sizes marked dynamic for torch.compile (:func:`_mark_dynamic`)
 
     def keep(self, groups: Any, torch: Any) -> Any:
         """Keep only ``groups`` (a tensor of group indices, in order); returns the kept row indices."""
@@ -454,23 +508,56 @@ class _KV:
         self.keys = [k[rows] for k in self.keys]
         self.values = [v[rows] for v in self.values]
         self.groups = len(groups)
+        self.marked = False
         return rows
 
-    def attend(self, i: int, q: Any, t: int, scale: float, torch: Any) -> Any:
-        """Attention output ``(rows, kv heads, group, head dim)`` for queries ``q`` of that shape
-        over the prompt and new positions ``0..t``."""
-        b, kvh, g, hd = q.shape
-        G, n, P = self.groups, self.n, self.prompt
-        # The prompt part: a group's rows' queries stacked against its prompt's keys.
-        qp = q.view(G, n, kvh, g, hd).transpose(1, 2).reshape(G, kvh, n * g, hd)
-        sp = torch.matmul(qp, self.prompt_keys[i].transpose(-1, -2)) * scale + self.mask
-        sp = sp.view(G, kvh, n, g, P).transpose(1, 2).reshape(b, kvh, g, P)
-        sg = torch.matmul(q, self.keys[i][:, :, :t + 1].transpose(-1, -2)) * scale
-        p = torch.softmax(torch.cat((sp, sg), dim=-1), dim=-1)
-        pp, pg = p.split((P, t + 1), dim=-1)
-        pp = pp.reshape(G, n, kvh, g, P).transpose(1, 2).reshape(G, kvh, n * g, P)
-        op = torch.matmul(pp, self.prompt_values[i]).view(G, kvh, n, g, hd).transpose(1, 2)
-        return op.reshape(b, kvh, g, hd) + torch.matmul(pg, self.values[i][:, :, :t + 1])
+def _mark_dynamic(torch: Any, kv: _KV, *rows: Any) -> None:
+    """Tell ``torch.compile`` which sizes of a compiled decode step vary: the rows (dim 0 of the
+    hidden states and rotary tables ``rows``, of the cache), the groups and the prompt width (of the
+    prompt part and its mask). The cache's tensors are marked once (marks stay on a tensor)."""
+    mark = torch._dynamo.maybe_mark_dynamic
+    for tensor in rows:
+        mark(tensor, 0)
+    if kv.marked:
+        return
+    mark(kv.mask, 0)
+    mark(kv.mask, 3)
+    for tensor in (*kv.prompt_keys, *kv.prompt_values):
+        mark(tensor, 0)
+        mark(tensor, 2)
+    for tensor in (*kv.keys, *kv.values):
+        mark(tensor, 0)
+    kv.marked = True
+
+
+def _rms(x: Any, weight: Any, eps: float, torch: Any) -> Any:
+    """transformers' LlamaRMSNorm: normalise in float32, cast back, then scale."""
+    if x.dtype == torch.float32:  # the same bits without two no-op casts (a decode step is ~100 ops a layer)
+        return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * h.to(x.dtype)
+
+
+def _attend(q: Any, pk: Any, pv: Any, mask: Any, keys: Any, values: Any, t: int, scale: float,
+            torch: Any) -> Any:
+    """Attention output ``(rows, kv heads, group, head dim)`` for queries ``q`` of that shape over a
+    :class:`_KV` layer: its groups' prompts ``pk`` / ``pv`` ``(groups, kv heads, prompt, head dim)``
+    with their additive ``mask``, and the rows' new positions ``0..t`` of ``keys`` / ``values``. The
+    sizes come from the tensors' shapes (what ``torch.compile`` needs to keep them symbolic)."""
+    b, kvh, g, hd = q.shape
+    G, P = pk.shape[0], pk.shape[2]
+    n = b // G
+    # The prompt part: a group's rows' queries stacked against its prompt's keys.
+    qp = q.view(G, n, kvh, g, hd).transpose(1, 2).reshape(G, kvh, n * g, hd)
+    sp = torch.matmul(qp, pk.transpose(-1, -2)) * scale + mask
+    sp = sp.view(G, kvh, n, g, P).transpose(1, 2).reshape(b, kvh, g, P)
+    sg = torch.matmul(q, keys[:, :, :t + 1].transpose(-1, -2)) * scale
+    p = torch.softmax(torch.cat((sp, sg), dim=-1), dim=-1)
+    pp, pg = p.split((P, t + 1), dim=-1)
+    pp = pp.reshape(G, n, kvh, g, P).transpose(1, 2).reshape(G, kvh, n * g, P)
+    op = torch.matmul(pp, pv).view(G, kvh, n, g, hd).transpose(1, 2)
+    return op.reshape(b, kvh, g, hd) + torch.matmul(pg, values[:, :, :t + 1])
 
 
 class TorchPolicy(HFPolicy):
@@ -487,8 +574,10 @@ class TorchPolicy(HFPolicy):
     def __init__(self, model: str | None = None, *, gguf_file: str | None = None,
                  adapter: str | None = "default", batch_size: int = 64, device: str | None = None,
                  dtype: str | None = "auto", chat_template: str | None = None,
-                 trust_remote_code: bool = False, progress: bool = True, allow_pickle: bool = False) -> None:
+                 trust_remote_code: bool = False, progress: bool = True, allow_pickle: bool = False,
+                 compile: bool | str = "auto") -> None:
         torch = _torch()
+        compile = _compile_choice(compile)
         dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
         cpu = str(dev).startswith("cpu")
         auto = dtype == "auto"
@@ -511,6 +600,8 @@ class TorchPolicy(HFPolicy):
         self._plan = None
         if self.fallback is None:
             self._plan = _Plan(self.model, torch, int8=int8, calibration=self._calibration_ids() if int8 else None)
+            if compile is True or (compile == "auto" and int8 and _parameters(self.model) >= COMPILE_MIN_PARAMETERS):
+                self._plan.compile()
 
     def _calibration_ids(self) -> list[int]:
         """The tokens SmoothQuant's activation ranges are read from (:meth:`_Plan._smooth`): a fixed
@@ -528,6 +619,8 @@ class TorchPolicy(HFPolicy):
         out["engine"] = "prmkit decode loop" if self._plan is not None else "transformers generate"
         if self._plan is not None and self._plan.int8:
             out["dtype"] = "int8"
+        if self._plan is not None:
+            out["compiled"] = self._plan.compiled is not None
         return out
 
     def _prefix_cache(self, ids: list[int], torch: Any) -> Any:
@@ -627,6 +720,22 @@ class TorchPolicy(HFPolicy):
                     if sampler is not None:
                         sampler.keep(idx)
         return out
+
+
+def _compile_choice(value: bool | str) -> bool | str:
+    """``compile=`` as given in Python or by ``-p compile=...``: True, False or ``"auto"``."""
+    if isinstance(value, bool) or value == "auto":
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(f"compile must be true, false or 'auto', got {value!r}")
+
+
+def _parameters(model: Any) -> int:
+    return sum(p.numel() for p in model.parameters())
 
 
 def _slice_starts(total: int, n: int, size: int) -> list[int]:
