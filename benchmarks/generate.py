@@ -84,16 +84,23 @@ def bench_backends(problems: int, n: int, max_tokens: int, repeats: int, backend
     pols = {name: make_policy(name, progress=False, **where) for name in backends}
     _, reqs = requests_for(problems, next(iter(pols.values())))
     params = SamplingParams(n=n, max_new_tokens=max_tokens, temperature=0.7, seed=0)
-    for pol in pols.values():
-        pol.generate(reqs[:1], SamplingParams(n=1, max_new_tokens=4))  # warm-up, caches
+    # Warm-up: caches, and torch.compile's graphs where a backend compiles (prmkit's int8 loop for a
+    # model of SmolLM2's size: its third step on compiles; one graph for several groups of rows, one
+    # for a single group). What the first calls cost is printed, not counted in the rates.
+    for name, pol in pols.items():
+        t0 = time.perf_counter()
+        pol.generate(reqs[:1], SamplingParams(n=2, max_new_tokens=4))
+        pol.generate(reqs[:2], SamplingParams(n=2, max_new_tokens=4))
+        print(f"{name}: warm-up calls {time.perf_counter() - t0:.1f} s"
+              + (" (with compiling)" if pol.describe().get("compiled") else ""), flush=True)
     # Another process on the CPU slows backends unevenly: say how loaded the machine was.
     print(f"load average (1 min) at the start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     if any(getattr(p, "device", "cpu") != "cpu" for p in pols.values()):
         import torch
 
         print(f"device: {torch.cuda.get_device_name(0)}; torch {torch.__version__}")
-    desc = "; ".join(f"{name}: {pol.model_id} ({pol.describe().get('dtype') or pol.describe().get('compute_type')})"
-                     for name, pol in pols.items())
+    desc = "; ".join(f"{name}: {pol.model_id} ({pol.describe().get('dtype') or pol.describe().get('compute_type')}"
+                     f"{', compiled' if pol.describe().get('compiled') else ''})" for name, pol in pols.items())
     print(f"{problems} problems x {n} samples x <= {max_tokens} new tokens, T 0.7, zero-shot arith prompt; {desc}")
     rates: dict[str, list[float]] = {}
     for r in range(repeats):

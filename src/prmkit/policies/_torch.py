@@ -43,6 +43,13 @@ the same integer sums. A decode step reads a quarter of float32's weight bytes; 
 AMX the int8 products run at 0.25-0.57 TMAC/s, bound by the kernel, not by memory, and at 16 rows
 most of a step is small operations. Rows stay independent of their batch (every scale is a row's or
 a channel's, integer sums are exact).
+
+``compile="auto"`` (the default) runs the int8 loop's layers through ``torch.compile`` (inductor)
+for models of at least ``COMPILE_MIN_PARAMETERS`` parameters (:meth:`_Plan.compile`): it fuses those
+small operations, at the cost of seconds of compiling once a process. The norms' sums then run in
+another order, so a compiled decode's logits differ from the eager int8 loop's by rounding (and now
+and then an int8 rounding of an activation); rows stay independent of their batch (tested).
+``compile=False`` keeps the eager loop; ``compile=True`` compiles whatever the dtype.
 """
 
 from __future__ import annotations
@@ -101,7 +108,8 @@ class _Plan:
         self.eps = cfg.rms_norm_eps
         self.scale = self.hd ** -0.5
         self.torch = torch
-        self.compiled = None  # the compiled ``layer`` (:meth:`compile`), or None: eager
+        self.compiled = None  # the compiled layers (:meth:`compile`), or None: eager
+        self.layers_per_call = 1
         window = getattr(cfg, "sliding_window", None)
         self.window = window if (window and getattr(cfg, "use_sliding_window", True)) else None
         self.embed = inner.embed_tokens.weight
@@ -228,15 +236,14 @@ class _Plan:
         return x + self.linear(torch.nn.functional.silu(gate) * up, wd, bd)
 
     def _layer_function(self) -> Any:
-        """One decoder layer of a decode step, as a function of tensors and ints only (so
-        ``torch.compile`` can take it whole, :meth:`compile`): ``layer(x, cos, sin, *weights, pk,
+        """One decoder layer of a decode step, as a function of tensors only (so ``torch.compile``
+        can take it whole, :meth:`compile`): ``layer(x, cos, sin, *weights, pk,
         pv, mask, keys, values, span)`` takes hidden states ``x`` ``(rows, hidden)`` and returns the
         layer's output; the new token's keys and values are written at position ``t`` of the layer's
         ``keys`` / ``values`` (:class:`_KV`'s, with ``pk``, ``pv``, ``mask`` its prompt part), where
         ``t + 1`` is the last size of ``span``, an empty tensor (a size, which ``torch.compile`` can
-        be told varies; it specializes an int's first value). The
-        model's sizes are constants of the closure: compiled, they stay constants (an attribute read
-        inside would be a symbolic size, and inductor's kernels over symbolic head sizes ran 4x
+        be told varies; it specializes an int's first value). The model's sizes are constants of the
+        closure; compiled, they stay constants (with every size symbolic, inductor's kernels ran 4x
         slower)."""
         torch, linear, scale, eps = self.torch, self.linear, self.scale, self.eps
         nh, kvh, hd, splits = self.nh, self.kvh, self.hd, tuple(self.splits)
@@ -260,17 +267,30 @@ class _Plan:
 
         return layer
 
-    def compile(self) -> None:
-        """Decode steps run each layer through ``torch.compile`` (inductor). At a few rows an eager
-        int8 step is mostly small operations around the products (quantizing each input row, norms,
-        rotary, softmax); inductor fuses them into a few C++ loops. One compiled layer serves every
-        layer; the sizes that vary (rows, groups, prompt width, cache length, the step) are marked
-        dynamic at a batch's first steps, while the model's own sizes stay constants (compiled with
-        every size symbolic, the kernels ran 4x slower). A process compiles at its first steps
-        (seconds; a few more graphs as new cases come: the first step of a decode, a single group;
-        inductor keeps what it compiled on disk for later processes). Where compiling fails (no C++
-        compiler, an unsupported torch), the loop warns once and goes on eagerly (:meth:`step`)."""
-        self.compiled = self.torch.compile(self.layer)
+    def compile(self, layers_per_call: int = 2) -> None:
+        """Decode steps run their layers through ``torch.compile`` (inductor), ``layers_per_call``
+        at a time. At a few rows an eager int8 step is mostly small operations around the products
+        (quantizing each input row, norms, rotary, softmax); inductor fuses them into a few C++
+        loops (a 16-row SmolLM2 step: 35 -> 26 ms on 2 cores without AMX, one layer a call), and
+        each call of a compiled function costs its guards and wrapper (~0.1 ms), which two layers a
+        call halve (another ~6% of tokens/s at 16 rows; three: no more, and a slower compile). One
+        compiled function serves every pair of layers (a model with an odd number of layers runs its
+        last one eagerly); the sizes that vary (rows, groups, prompt width, the step) are marked
+        dynamic (:func:`_mark_dynamic`), while the model's own sizes stay constants. A process
+        compiles at its first decode: one graph for batches of several groups, one for a single
+        group (and one for single rows), some seconds each, fewer where inductor's on-disk cache has
+        them from an earlier process. A decode's first two steps run eagerly. Where compiling fails
+        (no C++ compiler, an unsupported torch), the loop warns once and goes on eagerly
+        (:meth:`step`)."""
+        layer = self.layer
+
+        def layers(x, cos, sin, span, group):
+            for args in group:
+                x = layer(x, cos, sin, *args, span)
+            return x
+
+        self.layers_per_call = layers_per_call
+        self.compiled = self.torch.compile(layers)
 
     def step(self, tokens: Any, positions: Any, kv: _KV, t: int, torch: Any) -> Any:
         """Float32 logits ``(rows, vocab)`` of one new token per row (the ``t``-th of the decode),
@@ -278,26 +298,28 @@ class _Plan:
         rows a step is bound by the number of operations, not by their arithmetic."""
         x = torch.nn.functional.embedding(tokens, self.embed)  # (b, hidden)
         cos, sin = self.rotary(x, positions[:, None])  # (b, 1, hd): broadcast over heads
+        span = torch.empty(0, t + 1, device=x.device)
+        args = [(*weights, kv.prompt_keys[i], kv.prompt_values[i], kv.mask, kv.keys[i], kv.values[i])
+                for i, weights in enumerate(self.layers)]
+        done = 0
         # A decode's first two steps run eagerly: torch.compile gives sizes 0 and 1 graphs of their
         # own (it specializes those values), each compiled for a step a batch.
         compiled = self.compiled if t > 1 else None
-        span = torch.empty(0, t + 1, device=x.device)
-        if compiled is not None:  # mark what varies, so graphs compile with those sizes symbolic
-            torch._dynamo.maybe_mark_dynamic(span, 1)
+        if compiled is not None:
+            torch._dynamo.maybe_mark_dynamic(span, 1)  # mark what varies: graphs compile it symbolic
             _mark_dynamic(torch, kv, x, cos, sin)
-        for i, weights in enumerate(self.layers):
-            args = (x, cos, sin, *weights, kv.prompt_keys[i], kv.prompt_values[i], kv.mask, kv.keys[i],
-                    kv.values[i], span)
-            if compiled is not None:
-                try:
-                    x = compiled(*args)
-                    continue
-                except Exception as exc:  # noqa: BLE001 - any compiler failure: decode eagerly
-                    self.compiled = compiled = None
-                    first = str(exc).strip().splitlines()[:1]
-                    warnings.warn(f"torch.compile of the decode loop failed ({type(exc).__name__}"
-                                  f"{': ' + first[0] if first else ''}); decoding eagerly", stacklevel=2)
-            x = self.layer(*args)
+            k = self.layers_per_call
+            try:
+                while done + k <= len(args):
+                    x = compiled(x, cos, sin, span, tuple(args[done:done + k]))
+                    done += k
+            except Exception as exc:  # noqa: BLE001 - any compiler failure: decode eagerly
+                self.compiled = None
+                first = str(exc).strip().splitlines()[:1]
+                warnings.warn(f"torch.compile of the decode loop failed ({type(exc).__name__}"
+                              f"{': ' + first[0] if first else ''}); decoding eagerly", stacklevel=2)
+        for layer_args in args[done:]:
+            x = self.layer(x, cos, sin, *layer_args, span)
         return self.head_linear(self.rms(x, self.norm, torch), self.lm_head, None).float()
 
     def prefill(self, ids: Any, past: list[tuple[Any, Any]] | None, torch: Any) -> list[tuple[Any, Any]]:
@@ -514,7 +536,8 @@ class _KV:
 def _mark_dynamic(torch: Any, kv: _KV, *rows: Any) -> None:
     """Tell ``torch.compile`` which sizes of a compiled decode step vary: the rows (dim 0 of the
     hidden states and rotary tables ``rows``, of the cache), the groups and the prompt width (of the
-    prompt part and its mask). The cache's tensors are marked once (marks stay on a tensor)."""
+    prompt part and its mask), the new tokens' room (``max_new_tokens``). The cache's tensors are
+    marked once (marks stay on a tensor)."""
     mark = torch._dynamo.maybe_mark_dynamic
     for tensor in rows:
         mark(tensor, 0)
@@ -527,6 +550,7 @@ def _mark_dynamic(torch: Any, kv: _KV, *rows: Any) -> None:
         mark(tensor, 2)
     for tensor in (*kv.keys, *kv.values):
         mark(tensor, 0)
+        mark(tensor, 2)
     kv.marked = True
 
 
