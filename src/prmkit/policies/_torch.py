@@ -279,7 +279,7 @@ class _Plan:
         dynamic (:func:`_mark_dynamic`), while the model's own sizes stay constants. A process
         compiles at its first decode: one graph for batches of several groups, one for a single
         group (and one for single rows), some seconds each, fewer where inductor's on-disk cache has
-        them from an earlier process. A decode's first two steps run eagerly. Where compiling fails
+        them from an earlier process. A decode's first step runs eagerly. Where compiling fails
         (no C++ compiler, an unsupported torch), the loop warns once and goes on eagerly
         (:meth:`step`)."""
         layer = self.layer
@@ -302,9 +302,9 @@ class _Plan:
         args = [(*weights, kv.prompt_keys[i], kv.prompt_values[i], kv.mask, kv.keys[i], kv.values[i])
                 for i, weights in enumerate(self.layers)]
         done = 0
-        # A decode's first two steps run eagerly: torch.compile gives sizes 0 and 1 graphs of their
-        # own (it specializes those values), each compiled for a step a batch.
-        compiled = self.compiled if t > 1 else None
+        # A decode's first step runs eagerly: torch.compile gives a size of 1 (``span``'s at t = 0)
+        # a graph of its own (it specializes sizes 0 and 1), which would run one step a batch.
+        compiled = self.compiled if t else None
         if compiled is not None:
             torch._dynamo.maybe_mark_dynamic(span, 1)  # mark what varies: graphs compile it symbolic
             _mark_dynamic(torch, kv, x, cos, sin)
