@@ -100,7 +100,7 @@ def _default_backend() -> str:
 
 
 #: ``full`` samples 48 + 64 problems x 16 (1,792 solutions, four times the 12 + 16 of earlier
-#: releases) in about 11 minutes on 2 CPU cores, caches warm; ``quick`` 3 minutes (CI runs it);
+#: releases) in about 10 minutes on 2 CPU cores, caches warm; ``quick`` 3 minutes (CI runs it);
 #: ``verdict`` samples 384 held-out problems x 16 in the shipped pair's own setting (2-5 operations, a
 #: distractor), enough for a 95% interval of PRM − majority about ±4.5 points (the number of problems,
 #: not of samples, sets its width: about ±14 at ``full``'s 64, ±8 at 128, where the shipped PRM's -5.6

@@ -18,7 +18,7 @@ def demo(
     quick: Annotated[bool, typer.Option("--quick", help="A small run (about 3 minutes on 2 cores) that "
                                                        "exercises every stage; CI runs it.")] = False,
     preset: Annotated[str | None, typer.Option(
-        help="full (the default: 48 + 64 problems x 16 samples, about 11 minutes on 2 cores), quick (the same as --quick), or "
+        help="full (the default: 48 + 64 problems x 16 samples, about 10 minutes on 2 cores), quick (the same as --quick), or "
              "verdict (384 held-out problems x 16 in the shipped models' setting: a verdict interval "
              "of about ±4.5 points, about 50 minutes on 2 cores).")] = None,
     out: Annotated[Path | None, typer.Option(
