@@ -4,6 +4,8 @@ request, mixed groups and unsupported architectures; bfloat16 where asked."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from prmkit.policies import SamplingParams, get_policy
@@ -462,3 +464,26 @@ def test_compile_auto_is_for_int8_models_of_some_size(wide_lm, monkeypatch):
     assert get_policy("torch", model=wide_lm, dtype="int8", compile="false", progress=False)._plan.compiled is None
     with pytest.raises(ValueError, match="compile must be true, false or 'auto', got 'sometimes'"):
         get_policy("torch", model=wide_lm, dtype="int8", compile="sometimes", progress=False)
+
+
+def test_compiled_kernels_are_kept_in_prmkit_s_cache(wide_lm, tmp_path, monkeypatch):
+    """Compiling points inductor's cache at ``$PRMKIT_CACHE/inductor/torch-<version>`` (one cache
+    entry per torch version, listed and cleared with the others) unless the user set
+    ``TORCHINDUCTOR_CACHE_DIR``, which is left as it is."""
+    from prmkit.policies import cache_entries
+    from prmkit.policies._torch import inductor_cache_dir
+
+    monkeypatch.setenv("PRMKIT_CACHE", str(tmp_path / "cache"))
+    pol = get_policy("torch", model=wide_lm, dtype="float32", compile=False, progress=False)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
+    pol._plan.compile()
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "mine")
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
+    pol._plan.compile()
+    version = torch.__version__.split("+")[0]
+    want = tmp_path / "cache" / "inductor" / f"torch-{version}"
+    assert inductor_cache_dir(torch) == want and os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(want)
+    want.mkdir(parents=True)
+    (want / "fxgraph").mkdir()
+    [entry] = cache_entries(["inductor"])
+    assert (entry.kind, entry.name, entry.key, entry.note) == ("inductor", f"torch-{version}", version, "")

@@ -8,7 +8,10 @@ Its folders, one per kind of entry, each entry a folder named ``<source>-<key>``
   weights, the adapter, the quantisation and the CTranslate2 version;
 - ``models/``: a shipped reward model (``--model default``) merged with its base; keyed by the
   shipped adapter's files;
-- ``backbones/``: the tiny test backbone, built from a seed; versioned by its name.
+- ``backbones/``: the tiny test backbone, built from a seed; versioned by its name;
+- ``inductor/``: what ``torch.compile`` compiled for the ``torch`` backend's int8 loop
+  (``TORCHINDUCTOR_CACHE_DIR`` unless the user set it), one folder per torch version; inductor keys
+  the files inside by what they compile.
 
 Entries are written to a ``.tmp-*`` folder, flushed to disk (every file, then the folder) and renamed
 when complete (``prmkit._jsonio.publish_folder``), so a ``.tmp-*`` folder is an interrupted conversion
@@ -39,6 +42,8 @@ CACHE_KINDS: dict[str, str] = {
     "models": "shipped reward models merged with their base (--model default); keyed by the "
               "shipped adapter's files",
     "backbones": "the tiny test backbone; versioned by its name",
+    "inductor": "torch.compile's kernels for the torch backend's int8 loop; one folder per torch "
+                "version, inductor's own keys inside",
 }
 
 _CONTENT_KEY = re.compile(r"-([0-9a-f]{16})$")
@@ -82,7 +87,7 @@ def _entry(kind: str, path: Path) -> CacheEntry:
         key = m.group(1)
     elif kind == "gguf" and (m := _OLD_GGUF_KEY.search(name)):
         key, note = m.group(1), "an older key (size, modification time): never read"
-    elif kind == "backbones":
+    elif kind in ("backbones", "inductor"):
         key = name.rsplit("-", 1)[-1]
     elif kind == "other":
         note = "not made by this version of prmkit; cache clear leaves it"

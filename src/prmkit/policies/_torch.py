@@ -54,11 +54,14 @@ and then an int8 rounding of an activation); rows stay independent of their batc
 
 from __future__ import annotations
 
+import functools
+import os
 import warnings
+from pathlib import Path
 from typing import Any
 
 from prmkit.policies._base import SamplingParams, native_bf16
-from prmkit.policies._hf import HFPolicy, _RowSampler, _torch
+from prmkit.policies._hf import HFPolicy, _RowSampler, _torch, cache_dir
 
 __all__ = ["TorchPolicy", "decode_support"]
 
@@ -158,7 +161,8 @@ class _Plan:
             hlinear, hpack = _int8_head_kernel(torch) if int8 else (None, None)
             self.head_linear = hlinear or self.linear
             self.lm_head = (hpack or pack)(head)
-        self.layer = self._layer_function()
+        self.layer = _layer_function(torch, self.linear, self.scale, self.eps, self.nh, self.kvh, self.hd,
+                                     tuple(self.splits))
 
     def _smooth(self, lm: Any, raw: list[tuple[Any, ...]], head: Any, ids: list[int], torch: Any,
                 alpha: float = 0.5) -> tuple[list[tuple[Any, ...]], Any, Any]:
@@ -235,38 +239,6 @@ class _Plan:
         gate, up = self.linear(self.rms(x, n2, torch), wgu, bgu).chunk(2, dim=-1)
         return x + self.linear(torch.nn.functional.silu(gate) * up, wd, bd)
 
-    def _layer_function(self) -> Any:
-        """One decoder layer of a decode step, as a function of tensors only (so ``torch.compile``
-        can take it whole, :meth:`compile`): ``layer(x, cos, sin, *weights, pk,
-        pv, mask, keys, values, span)`` takes hidden states ``x`` ``(rows, hidden)`` and returns the
-        layer's output; the new token's keys and values are written at position ``t`` of the layer's
-        ``keys`` / ``values`` (:class:`_KV`'s, with ``pk``, ``pv``, ``mask`` its prompt part), where
-        ``t + 1`` is the last size of ``span``, an empty tensor (a size, which ``torch.compile`` can
-        be told varies; it specializes an int's first value). The model's sizes are constants of the
-        closure; compiled, they stay constants (with every size symbolic, inductor's kernels ran 4x
-        slower)."""
-        torch, linear, scale, eps = self.torch, self.linear, self.scale, self.eps
-        nh, kvh, hd, splits = self.nh, self.kvh, self.hd, tuple(self.splits)
-        g, half, f32 = nh // kvh, hd // 2, torch.float32
-        silu = torch.nn.functional.silu
-
-        def layer(x, cos, sin, n1, wqkv, bqkv, wo, bo, n2, wgu, bgu, wd, bd, pk, pv, mask, keys, values, span):
-            b, t = x.shape[0], span.shape[-1] - 1
-            qk, v = linear(_rms(x, n1, eps, torch), wqkv, bqkv).split(splits, dim=-1)
-            qk = qk.view(b, nh + kvh, hd)
-            qk = qk * cos + torch.cat((-qk[..., half:], qk[..., :half]), dim=-1) * sin
-            if qk.dtype != f32:
-                qk, v = qk.float(), v.float()
-            q, k = qk.split((nh, kvh), dim=1)
-            keys.select(2, t).copy_(k)
-            values.select(2, t).copy_(v.view(b, kvh, hd))
-            o = _attend(q.reshape(b, kvh, g, hd), pk, pv, mask, keys, values, t, scale, torch)
-            x = x + linear(o.reshape(b, nh * hd).to(x.dtype), wo, bo)
-            gate, up = linear(_rms(x, n2, eps, torch), wgu, bgu).chunk(2, dim=-1)
-            return x + linear(silu(gate) * up, wd, bd)
-
-        return layer
-
     def compile(self, layers_per_call: int = 2) -> None:
         """Decode steps run their layers through ``torch.compile`` (inductor), ``layers_per_call``
         at a time. At a few rows an eager int8 step is mostly small operations around the products
@@ -279,18 +251,15 @@ class _Plan:
         dynamic (:func:`_mark_dynamic`), while the model's own sizes stay constants. A process
         compiles at its first decode: one graph for batches of several groups, one for a single
         group (and one for single rows), some seconds each, fewer where inductor's on-disk cache has
-        them from an earlier process. A decode's first step runs eagerly. Where compiling fails
+        them from an earlier process (kept in :func:`inductor_cache_dir` unless
+        ``TORCHINDUCTOR_CACHE_DIR`` says otherwise). A decode's first step runs eagerly. Where compiling fails
         (no C++ compiler, an unsupported torch), the loop warns once and goes on eagerly
         (:meth:`step`)."""
-        layer = self.layer
-
-        def layers(x, cos, sin, span, group):
-            for args in group:
-                x = layer(x, cos, sin, *args, span)
-            return x
-
+        # What inductor compiles is kept in prmkit's cache (``inductor/torch-<version>``), not in its
+        # default under /tmp, unless the user chose a folder: a reboot then costs no recompiling.
+        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(inductor_cache_dir(self.torch)))
         self.layers_per_call = layers_per_call
-        self.compiled = self.torch.compile(layers)
+        self.compiled = _compiled_layers(self.layer, self.torch)
 
     def step(self, tokens: Any, positions: Any, kv: _KV, t: int, torch: Any) -> Any:
         """Float32 logits ``(rows, vocab)`` of one new token per row (the ``t``-th of the decode),
@@ -415,6 +384,7 @@ def _int8_out(out: Any, bias: Any, lead: Any) -> Any:
     return out if lead is None else out.view(*lead, out.shape[-1])
 
 
+@functools.cache
 def _int8_kernel(torch: Any) -> tuple[Any, Any]:
     """``(linear, pack)`` of int8 products (W8A8, as CTranslate2's int8 on a CPU): each weight row
     quantized once, symmetric, with a float32 scale per output channel; each input row quantized
@@ -744,6 +714,60 @@ class TorchPolicy(HFPolicy):
                     if sampler is not None:
                         sampler.keep(idx)
         return out
+
+
+def inductor_cache_dir(torch: Any) -> Path:
+    """Where ``torch.compile`` keeps what it compiled for the decode loop (unless
+    ``TORCHINDUCTOR_CACHE_DIR`` is set): ``cache_dir()/inductor/torch-<version>``, one entry of
+    prmkit's cache per torch version (inductor keys its own files inside)."""
+    return cache_dir() / "inductor" / f"torch-{torch.__version__.split('+')[0]}"
+
+
+@functools.cache
+def _layer_function(torch: Any, linear: Any, scale: float, eps: float, nh: int, kvh: int, hd: int,
+                splits: tuple[int, int]) -> Any:
+    """One decoder layer of a decode step, as a function of tensors only (so ``torch.compile``
+    can take it whole, :meth:`compile`): ``layer(x, cos, sin, *weights, pk,
+    pv, mask, keys, values, span)`` takes hidden states ``x`` ``(rows, hidden)`` and returns the
+    layer's output; the new token's keys and values are written at position ``t`` of the layer's
+    ``keys`` / ``values`` (:class:`_KV`'s, with ``pk``, ``pv``, ``mask`` its prompt part), where
+    ``t + 1`` is the last size of ``span``, an empty tensor (a size, which ``torch.compile`` can
+    be told varies; it specializes an int's first value). The model's sizes are constants of the
+    closure; compiled, they stay constants (with every size symbolic, inductor's kernels ran 4x
+    slower). Cached: plans of models with the same sizes share one function (and so one compiled
+    function, :func:`_compiled_layers`, whose graphs then serve them all)."""
+    g, half, f32 = nh // kvh, hd // 2, torch.float32
+    silu = torch.nn.functional.silu
+
+    def layer(x, cos, sin, n1, wqkv, bqkv, wo, bo, n2, wgu, bgu, wd, bd, pk, pv, mask, keys, values, span):
+        b, t = x.shape[0], span.shape[-1] - 1
+        qk, v = linear(_rms(x, n1, eps, torch), wqkv, bqkv).split(splits, dim=-1)
+        qk = qk.view(b, nh + kvh, hd)
+        qk = qk * cos + torch.cat((-qk[..., half:], qk[..., :half]), dim=-1) * sin
+        if qk.dtype != f32:
+            qk, v = qk.float(), v.float()
+        q, k = qk.split((nh, kvh), dim=1)
+        keys.select(2, t).copy_(k)
+        values.select(2, t).copy_(v.view(b, kvh, hd))
+        o = _attend(q.reshape(b, kvh, g, hd), pk, pv, mask, keys, values, t, scale, torch)
+        x = x + linear(o.reshape(b, nh * hd).to(x.dtype), wo, bo)
+        gate, up = linear(_rms(x, n2, eps, torch), wgu, bgu).chunk(2, dim=-1)
+        return x + linear(silu(gate) * up, wd, bd)
+
+    return layer
+
+
+@functools.cache
+def _compiled_layers(layer: Any, torch: Any) -> Any:
+    """``torch.compile`` of ``layer`` applied to a run of layers (:meth:`_Plan.compile`), one per
+    ``layer`` (a new compiled function per plan would add its graphs to the same code's, up to
+    torch's limit of recompilations, past which calls run eagerly)."""
+    def layers(x, cos, sin, span, group):
+        for args in group:
+            x = layer(x, cos, sin, *args, span)
+        return x
+
+    return torch.compile(layers)
 
 
 def _compile_choice(value: bool | str) -> bool | str:
