@@ -111,7 +111,7 @@ class _Plan:
         self.eps = cfg.rms_norm_eps
         self.scale = self.hd ** -0.5
         self.torch = torch
-        self.compiled = None  # the compiled layers (:meth:`compile`), or None: eager
+        self.compiled = None  # the compiled layers (:meth:`_Plan.compile`), or None: eager
         self.layers_per_call = 1
         window = getattr(cfg, "sliding_window", None)
         self.window = window if (window and getattr(cfg, "use_sliding_window", True)) else None
@@ -252,9 +252,9 @@ class _Plan:
         compiles at its first decode: one graph for batches of several groups, one for a single
         group (and one for single rows), some seconds each, fewer where inductor's on-disk cache has
         them from an earlier process (kept in :func:`inductor_cache_dir` unless
-        ``TORCHINDUCTOR_CACHE_DIR`` says otherwise). A decode's first step runs eagerly. Where compiling fails
-        (no C++ compiler, an unsupported torch), the loop warns once and goes on eagerly
-        (:meth:`step`)."""
+        ``TORCHINDUCTOR_CACHE_DIR`` says otherwise). A decode's first step runs eagerly. Where
+        compiling fails (no C++ compiler, an unsupported torch), the loop warns once and goes on
+        eagerly (:meth:`step`)."""
         # What inductor compiles is kept in prmkit's cache (``inductor/torch-<version>``), not in its
         # default under /tmp, unless the user chose a folder: a reboot then costs no recompiling.
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(inductor_cache_dir(self.torch)))
@@ -727,7 +727,7 @@ def inductor_cache_dir(torch: Any) -> Path:
 def _layer_function(torch: Any, linear: Any, scale: float, eps: float, nh: int, kvh: int, hd: int,
                 splits: tuple[int, int]) -> Any:
     """One decoder layer of a decode step, as a function of tensors only (so ``torch.compile``
-    can take it whole, :meth:`compile`): ``layer(x, cos, sin, *weights, pk,
+    can take it whole, :meth:`_Plan.compile`): ``layer(x, cos, sin, *weights, pk,
     pv, mask, keys, values, span)`` takes hidden states ``x`` ``(rows, hidden)`` and returns the
     layer's output; the new token's keys and values are written at position ``t`` of the layer's
     ``keys`` / ``values`` (:class:`_KV`'s, with ``pk``, ``pv``, ``mask`` its prompt part), where
