@@ -269,6 +269,8 @@ def soak(rm, args, config) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from prmkit.serve import ServeConfig
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="default", help="checkpoint folder, shipped name, or 'tiny'")
     ap.add_argument("--clients", type=int, default=64, help="concurrent clients (the issue's shape: 64)")
@@ -277,7 +279,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--cycle", type=int, default=0, metavar="N",
                     help="send problems 0..N-1 over and over (default 0: a new problem per request)")
     ap.add_argument("--batch-size", type=int, default=16, help="sequences per forward pass (both servers)")
-    ap.add_argument("--max-batch-traces", type=int, default=64)
+    ap.add_argument("--max-batch-traces", type=int, default=ServeConfig.max_batch_traces,
+                    help="most traces per scorer call (default: prmkit serve's)")
     ap.add_argument("--max-wait-ms", type=float, default=5.0)
     ap.add_argument("--rounds", type=int, default=1,
                     help="naive and batched runs, alternating A B B A ... (the ratio over all of them; "
@@ -291,7 +294,6 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     from prmkit.scoring import PrefixCachingScorer
-    from prmkit.serve import ServeConfig
 
     torch.set_num_threads(max(1, torch.get_num_threads()))
     rm = load_model(args.model)

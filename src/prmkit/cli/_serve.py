@@ -33,7 +33,7 @@ def serve(
         help=f"Step scores -> reward: {names(AGGREGATORS)}.", callback=check_aggregator)] = "min",
     splitter: Annotated[str, typer.Option(help="How /get_reward cuts a completion into steps.")] = "newline",
     batch_size: Annotated[int, typer.Option(help="Sequences per forward pass.")] = 8,
-    max_batch_traces: Annotated[int, typer.Option(help="Most traces per scorer call (dynamic batch).")] = 64,
+    max_batch_traces: Annotated[int, typer.Option(help="Most traces per scorer call (dynamic batch).")] = 256,
     max_wait_ms: Annotated[float, typer.Option(help="How long a batch waits for more requests.")] = 5.0,
     max_traces: Annotated[int, typer.Option(help="Most traces in one request (413 past it).")] = 1024,
     max_body_mb: Annotated[float, typer.Option(help="Largest request body in MiB (413 past it).")] = 4.0,

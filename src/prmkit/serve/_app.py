@@ -73,7 +73,7 @@ class ServeConfig:
     max_body_bytes: int = 4 * 1024 * 1024
     max_traces: int = 1024
     max_queued_traces: int = 4096
-    max_batch_traces: int = 64
+    max_batch_traces: int = 256
     max_wait_ms: float = 5.0
     request_timeout: float = 120.0
     unscored_reward: float = 0.0
