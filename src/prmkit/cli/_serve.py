@@ -11,6 +11,7 @@ from prmkit.cli._data import parse_options
 from prmkit.cli._help import check_aggregator, names
 from prmkit.cli._paths import model_folders
 from prmkit.scoring import AGGREGATORS, SCORERS
+from prmkit.serve import ServeConfig
 
 __all__ = ["serve"]
 
@@ -30,19 +31,19 @@ def serve(
         help="Bearer token clients must send (default: $PRMKIT_SERVE_TOKEN; prefer the variable: a "
         "command line is visible to other users).")] = None,
     aggregate: Annotated[str, typer.Option(
-        help=f"Step scores -> reward: {names(AGGREGATORS)}.", callback=check_aggregator)] = "min",
-    splitter: Annotated[str, typer.Option(help="How /get_reward cuts a completion into steps.")] = "newline",
+        help=f"Step scores -> reward: {names(AGGREGATORS)}.", callback=check_aggregator)] = ServeConfig.aggregate,
+    splitter: Annotated[str, typer.Option(help="How /get_reward cuts a completion into steps.")] = ServeConfig.splitter,
     batch_size: Annotated[int, typer.Option(help="Sequences per forward pass.")] = 8,
-    max_batch_traces: Annotated[int, typer.Option(help="Most traces per scorer call (dynamic batch).")] = 256,
-    max_wait_ms: Annotated[float, typer.Option(help="How long a batch waits for more requests.")] = 5.0,
-    max_traces: Annotated[int, typer.Option(help="Most traces in one request (413 past it).")] = 1024,
-    max_body_mb: Annotated[float, typer.Option(help="Largest request body in MiB (413 past it).")] = 4.0,
+    max_batch_traces: Annotated[int, typer.Option(help="Most traces per scorer call (dynamic batch).")] = ServeConfig.max_batch_traces,
+    max_wait_ms: Annotated[float, typer.Option(help="How long a batch waits for more requests.")] = ServeConfig.max_wait_ms,
+    max_traces: Annotated[int, typer.Option(help="Most traces in one request (413 past it).")] = ServeConfig.max_traces,
+    max_body_mb: Annotated[float, typer.Option(help="Largest request body in MiB (413 past it).")] = ServeConfig.max_body_bytes / 2**20,
     max_queued_traces: Annotated[int, typer.Option(
-        help="Traces waiting before requests get 503 + Retry-After.")] = 4096,
-    request_timeout: Annotated[float, typer.Option(help="Seconds a request may wait (504 past it).")] = 120.0,
+        help="Traces waiting before requests get 503 + Retry-After.")] = ServeConfig.max_queued_traces,
+    request_timeout: Annotated[float, typer.Option(help="Seconds a request may wait (504 past it).")] = ServeConfig.request_timeout,
     unscored_reward: Annotated[float, typer.Option(
         help="/get_reward's reward for a query it cannot score (no step, or a prompt too long for "
-        "max_length; the reason is in 'unscored').")] = 0.0,
+        "max_length; the reason is in 'unscored').")] = ServeConfig.unscored_reward,
     allow_pickle: Annotated[bool, typer.Option(
         "--allow-pickle", help="Load a --model folder whose weights are pickle files only.")] = False,
 ) -> None:
