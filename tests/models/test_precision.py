@@ -1,12 +1,22 @@
 """Resolving ``precision`` (fp32 / bf16 / auto, with the fallback where bf16 is not native) and the
-float32-attention switch used by bf16 training on a CPU."""
+float32-attention switch used by bf16 training on a CPU, and the grouped-query attention switch of
+prefix-caching scoring."""
 
 from __future__ import annotations
 
 import pytest
 
 from prmkit.errors import PrmkitError
-from prmkit.models import FP32_SDPA, Precision, RewardModel, _precision, fp32_attention, resolve_precision
+from prmkit.models import (
+    FP32_SDPA,
+    GQA_SDPA,
+    Precision,
+    RewardModel,
+    _precision,
+    fp32_attention,
+    gqa_attention,
+    resolve_precision,
+)
 from prmkit.trace import Problem, Step, Trace
 
 torch = pytest.importorskip("torch")
@@ -57,6 +67,59 @@ def test_fp32_attention_switches_and_restores(tiny_model, tmp_path):
     with fp32_attention(model, enabled=False) as on:
         assert not on and model.config._attn_implementation == "sdpa"
 
+
+
+@pytest.mark.parametrize("name", ["rlhflow", "qwen2.5-math-prm"])
+def test_gqa_attention_gives_the_plain_numbers_with_masks_and_a_past(tiny_model, tmp_path, name):
+    """Grouped heads (4 query over 2 key/value heads) inside the kernel: the same outputs as transformers'
+    repeated heads, for a padded batch (a mask) and a pass over a KV past (a mask, queries after keys)."""
+    model, tok = tiny_model(name)
+    assert model.config.num_key_value_heads < model.config.num_attention_heads
+    rm = RewardModel(model, tok, convention=name)
+    a, b = rm.encode(T).input_ids, rm.encode(Trace(id="b", problem=T.problem, steps=T.steps[:1])).input_ids
+    ids = torch.tensor([a, b + [0] * (len(a) - len(b))])
+    mask = torch.tensor([[1] * len(a), [1] * len(b) + [0] * (len(a) - len(b))])
+    k = 5
+
+    backbone = getattr(model, model.base_model_prefix)
+
+    def run():
+        full = backbone(input_ids=ids, attention_mask=mask).last_hidden_state
+        past = backbone(input_ids=ids[:, :k], use_cache=True).past_key_values
+        rest = backbone(input_ids=ids[:, k:], attention_mask=mask, cache=past).last_hidden_state
+        return full, rest
+
+    with torch.no_grad():
+        plain = run()
+        with gqa_attention(model) as on:
+            assert on and model.config._attn_implementation == GQA_SDPA
+            grouped = run()
+            model.save_pretrained(tmp_path)  # nothing of the switch is saved
+        assert model.config._attn_implementation == "sdpa"
+    for p, g in zip(plain, grouped, strict=True):
+        assert p.shape == g.shape
+        assert torch.allclose(p, g, atol=1e-6, rtol=0)
+    assert torch.allclose(plain[0][:, k:][0], plain[1][0], atol=1e-5)  # the past path is the full one's
+    assert GQA_SDPA not in (tmp_path / "config.json").read_text()
+
+
+def test_gqa_attention_switches_only_where_it_applies(tiny_model):
+    model, _ = tiny_model("rlhflow")
+    with gqa_attention(model, enabled=False) as on:
+        assert not on and model.config._attn_implementation == "sdpa"
+    with pytest.raises(RuntimeError, match="boom"), gqa_attention(model) as on:
+        assert on
+        raise RuntimeError("boom")
+    assert model.config._attn_implementation == "sdpa"  # restored after an error
+    bert, _ = tiny_model("prmkit")  # no grouped heads
+    with gqa_attention(bert) as on:
+        assert not on
+    model.set_attn_implementation("eager")
+    try:
+        with gqa_attention(model) as on:
+            assert not on and model.config._attn_implementation == "eager"
+    finally:
+        model.set_attn_implementation("sdpa")
 
 
 def test_inference_context_keeps_bf16_weight_casts_and_the_same_numbers():

@@ -32,10 +32,12 @@ from prmkit.models._model import (
 )
 from prmkit.models._precision import (
     FP32_SDPA,
+    GQA_SDPA,
     PRECISIONS,
     Precision,
     bf16_problem,
     fp32_attention,
+    gqa_attention,
     resolve_precision,
 )
 from prmkit.models._shipped import SHIPPED_MODELS, export_shipped
@@ -48,4 +50,5 @@ __all__ = [
     "PICKLE_WEIGHTS",
     "SHIPPED_MODELS", "export_shipped", "shipped_model_folder",
     "FP32_SDPA", "PRECISIONS", "Precision", "bf16_problem", "fp32_attention", "resolve_precision",
+    "GQA_SDPA", "gqa_attention",
 ]
