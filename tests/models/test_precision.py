@@ -103,10 +103,14 @@ def test_gqa_attention_gives_the_plain_numbers_with_masks_and_a_past(tiny_model,
     assert GQA_SDPA not in (tmp_path / "config.json").read_text()
 
 
-def test_gqa_attention_switches_only_where_it_applies(tiny_model):
+def test_gqa_attention_switches_only_where_it_applies(tiny_model, monkeypatch):
     model, _ = tiny_model("rlhflow")
     with gqa_attention(model, enabled=False) as on:
         assert not on and model.config._attn_implementation == "sdpa"
+    with monkeypatch.context() as m:  # a torch whose kernel has no enable_gqa (before 2.5)
+        m.setattr(_precision, "_sdpa_takes_gqa", lambda: False)
+        with gqa_attention(model) as on:
+            assert not on and model.config._attn_implementation == "sdpa"
     with pytest.raises(RuntimeError, match="boom"), gqa_attention(model) as on:
         assert on
         raise RuntimeError("boom")

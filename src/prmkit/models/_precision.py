@@ -208,7 +208,7 @@ def gqa_attention(model: Any, enabled: bool = True) -> Iterator[bool]:
     """
     impl = getattr(getattr(model, "config", None), "_attn_implementation", None)
     if (not enabled or impl != "sdpa" or not getattr(model, "_can_set_attn_implementation", lambda: False)()
-            or not _grouped(model) or _device_type(_model_device(model)) != "cpu"):
+            or not _grouped(model) or _device_type(_model_device(model)) != "cpu" or not _sdpa_takes_gqa()):
         yield False
         return
     _register_gqa_sdpa()
@@ -217,6 +217,21 @@ def gqa_attention(model: Any, enabled: bool = True) -> Iterator[bool]:
         yield True
     finally:
         model.set_attn_implementation(impl)
+
+
+@functools.lru_cache(maxsize=1)
+def _sdpa_takes_gqa() -> bool:
+    """Whether this torch's ``scaled_dot_product_attention`` takes ``enable_gqa`` with a mask on a CPU
+    (torch >= 2.5), tried once on a tiny input."""
+    import torch
+
+    q, kv = torch.zeros(1, 2, 1, 4), torch.zeros(1, 1, 2, 4)
+    try:
+        torch.nn.functional.scaled_dot_product_attention(q, kv, kv, attn_mask=torch.ones(1, 1, 1, 2, dtype=torch.bool),
+                                                         enable_gqa=True)
+    except (TypeError, RuntimeError):
+        return False
+    return True
 
 
 def _grouped(model: Any) -> bool:
