@@ -158,14 +158,27 @@ def fp32_attention(model: Any, enabled: bool = True) -> Iterator[bool]:
     precise. Only models on transformers' ``sdpa`` attention through its AttentionInterface are
     switched (to :data:`FP32_SDPA`: ``sdpa`` on float32 queries, keys and values), and back on exit.
     """
-    impl = getattr(getattr(model, "config", None), "_attn_implementation", None)
-    if not enabled or impl != "sdpa" or not getattr(model, "_can_set_attn_implementation", lambda: False)():
+    if not enabled or not _on_sdpa(model):
         yield False
         return
     _register_fp32_sdpa()
-    model.set_attn_implementation(FP32_SDPA)
-    try:
+    with _attention_switched(model, FP32_SDPA):
         yield True
+
+
+def _on_sdpa(model: Any) -> bool:
+    """Whether ``model`` runs transformers' ``sdpa`` attention and can be switched to another."""
+    impl = getattr(getattr(model, "config", None), "_attn_implementation", None)
+    return impl == "sdpa" and getattr(model, "_can_set_attn_implementation", lambda: False)()
+
+
+@contextmanager
+def _attention_switched(model: Any, name: str) -> Iterator[None]:
+    """``model`` on the registered attention ``name`` inside, back on its own on exit (errors too)."""
+    impl = model.config._attn_implementation
+    model.set_attn_implementation(name)
+    try:
+        yield
     finally:
         model.set_attn_implementation(impl)
 
@@ -206,17 +219,13 @@ def gqa_attention(model: Any, enabled: bool = True) -> Iterator[bool]:
     query heads; back on exit. Anything the plain kernel call does not cover (a position bias, a
     softcap, attention weights asked for) goes to transformers' own ``sdpa`` unchanged.
     """
-    impl = getattr(getattr(model, "config", None), "_attn_implementation", None)
-    if (not enabled or impl != "sdpa" or not getattr(model, "_can_set_attn_implementation", lambda: False)()
-            or not _grouped(model) or _device_type(_model_device(model)) != "cpu" or not _sdpa_takes_gqa()):
+    if (not enabled or not _on_sdpa(model) or not _grouped(model)
+            or _device_type(_model_device(model)) != "cpu" or not _sdpa_takes_gqa()):
         yield False
         return
     _register_gqa_sdpa()
-    model.set_attn_implementation(GQA_SDPA)
-    try:
+    with _attention_switched(model, GQA_SDPA):
         yield True
-    finally:
-        model.set_attn_implementation(impl)
 
 
 @functools.lru_cache(maxsize=1)
