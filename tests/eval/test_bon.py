@@ -182,6 +182,30 @@ def test_bootstrap_is_deterministic_and_intervals_hold_the_estimate():
     assert a.ns == [1, 2]
 
 
+def test_intervals_hold_the_estimate_where_the_percentiles_miss_it():
+    # Problem a: 63 right candidates and one wrong; problem b: one right. At N = 1 a replicate falls
+    # below 1 only when it draws a and then a's wrong candidate: 1 - (1 - 1/128)^2 = 1.6% of replicates,
+    # fewer than 2.5%, so both percentiles are 1.0 while the mean is below it (the CI failure of stop 40).
+    traces = make("a", [("5", True, None, None)] * 63 + [("6", False, None, None)]) \
+        + make("b", [("5", True, None, None)])
+    rnd = [BonMethod("random", "random")]
+    curves = bon_curves(traces, rnd, ns=[1], bootstrap=1000, seed=3)
+    below = float((curves.replicates["random"][:, 0] < 1.0).mean())
+    assert 0.0 < below < 0.025
+    acc = curves.acc["random"][0]
+    assert acc == pytest.approx(1.0 - below / 2, abs=1e-12) and acc < 1.0
+    assert curves.lo["random"][0] == acc and curves.hi["random"][0] == 1.0
+    # Identical replicates of 1/3 (one right of three in each of three problems, all candidates taken):
+    # their mean is 0.33333333333333326, a bit below the value; the interval reaches it.
+    third = [t for i in range(3) for t in make(f"t{i}", [("5", True, None, None)]
+                                                + [("6", False, None, None)] * 2)]
+    c = bon_curves(third, rnd, ns=[3], bootstrap=1000, seed=0)
+    assert c.lo["random"][0] <= c.acc["random"][0] <= c.hi["random"][0]
+    assert c.acc["random"][0] == pytest.approx(1 / 3)
+    d = curves.compare("random", "random", 1)
+    assert d["lo"] <= d["diff"] <= d["hi"]
+
+
 def test_paired_comparison_with_itself_is_zero():
     traces = [t for ts in random_problems(5, count=8) for t in ts]
     curves = bon_curves(traces, METHODS, bootstrap=200, comparisons=[("PRM (min)", "PRM (min)")])

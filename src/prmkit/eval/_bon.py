@@ -32,9 +32,11 @@ are the first N of that order (a uniform draw of N without replacement, nested a
 sample order so ties break as :func:`~prmkit.search.select` breaks them. A replicate's accuracy is the
 mean over drawn problems of the chosen candidate's correctness (no choice counts as wrong). ``acc`` is
 the mean over replicates, ``lo`` / ``hi`` their 2.5th / 97.5th percentiles: the interval covers both
-the choice of problems and the choice of candidates. Every method sees the same draws in a replicate,
-so differences between methods are paired: :meth:`BonCurves.compare` gives the mean difference and
-its percentile interval. search-and-learn (huggingface/search-and-learn) instead takes the first N
+the choice of problems and the choice of candidates. Where the percentiles miss the mean they are
+widened to it (see :func:`_interval`): with few problems more than 2.5% of the replicates can share
+one extreme value, and a constant's mean can differ from it in the last bit. Every method sees the
+same draws in a replicate, so differences between methods are paired: :meth:`BonCurves.compare`
+gives the mean difference and its percentile interval, widened the same way. search-and-learn (huggingface/search-and-learn) instead takes the first N
 completions of each problem once; resampling candidates removes the dependence on sample order.
 
 >>> from prmkit.trace import Problem, Step, Trace
@@ -316,6 +318,24 @@ def _f(x: Any) -> float:
     return float(x)
 
 
+def _interval(np: Any, r: Any) -> tuple[Any, Any, Any]:
+    """Mean over replicates (axis 0) and the 2.5 / 97.5 percentiles, widened where needed to hold it.
+
+    A percentile interval can miss the mean: when more than 2.5% of the replicates share the extreme
+    value (few problems, a method that almost never fails) both percentiles are that value while rare
+    failures pull the mean below it; and the mean of identical replicates can differ from their value
+    in the last bit. The reported interval then reaches the mean instead of excluding it.
+
+    >>> import numpy as np
+    >>> r = np.array([1.0] * 98 + [0.5, 0.0])
+    >>> [float(x) for x in np.percentile(r, [2.5, 97.5])], [float(x) for x in _interval(np, r)]
+    ([1.0, 1.0], [0.985, 0.985, 1.0])
+    """
+    mean = r.mean(axis=0)
+    lo, hi = np.percentile(r, [2.5, 97.5], axis=0)
+    return mean, np.minimum(lo, mean), np.maximum(hi, mean)
+
+
 @dataclass
 class BonCurves:
     """Best-of-N accuracy per method and N with bootstrap intervals (see the module docstring).
@@ -357,8 +377,8 @@ class BonCurves:
             raise PrmkitError(f"N={n} is not on these curves; Ns: {self.ns}")
         j = self.ns.index(n)
         d = self.replicates[a][:, j] - self.replicates[b][:, j]
-        lo, hi = np.percentile(d, [2.5, 97.5])
-        return {"a": a, "b": b, "n": n, "diff": _f(d.mean()), "lo": _f(lo), "hi": _f(hi)}
+        mean, lo, hi = _interval(np, d)
+        return {"a": a, "b": b, "n": n, "diff": _f(mean), "lo": _f(lo), "hi": _f(hi)}
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-safe data in the report's ``bon`` shape."""
@@ -465,9 +485,8 @@ def bon_curves(traces: Iterable[Trace], methods: Sequence[BonMethod] | None = No
 
     acc, lo, hi = {}, {}, {}
     for m in methods:
-        r = reps[m.name]
-        p_lo, p_hi = np.percentile(r, [2.5, 97.5], axis=0)
-        acc[m.name] = [_f(x) for x in r.mean(axis=0)]
+        mean, p_lo, p_hi = _interval(np, reps[m.name])
+        acc[m.name] = [_f(x) for x in mean]
         lo[m.name] = [_f(x) for x in p_lo]
         hi[m.name] = [_f(x) for x in p_hi]
     out = BonCurves(ns=list(ns), problems=n_p, candidates=smallest, bootstrap=bootstrap, seed=seed,
