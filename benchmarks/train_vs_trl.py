@@ -8,7 +8,8 @@ TRL removed its PRMTrainer after 1.13.0, so this runs in a separate benchmark ve
     .venv-bench/bin/python benchmarks/train_vs_trl.py --model tiny --steps 2 --batch-size 4   # a smoke run
 
 Each trainer runs at each of ``--precisions`` (fp32: float32 throughout; bf16: bfloat16 autocast with
-float32 weights and optimizer state, TRL's default and prmkit's ``precision=bf16``), the sides
+float32 weights and optimizer state, TRL's default and prmkit's ``precision=bf16``; int8, prmkit
+only: its ``precision=int8``, the backbone's linear layers multiplying in int8 on a CPU), the sides
 alternating (A B B A). All runs start from the same checkpoint (the backbone with a zero-initialised 2-class
 head) and do full fine-tuning of ``AutoModelForTokenClassification`` (2 classes), fused AdamW
 (weight decay 0), linear decay from ``--lr``, gradient clipping at 1.0, no gradient checkpointing
@@ -60,11 +61,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--lr", type=float, default=2e-5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--eval-traces", type=int, default=24, help="held out from the end of --data")
-    ap.add_argument("--precisions", default="fp32,bf16", help="comma-separated: fp32, bf16 (each trainer runs each)")
+    ap.add_argument("--precisions", default="fp32,bf16",
+                    help="comma-separated: fp32, bf16 (each trainer runs each), int8 (prmkit only: TRL has none)")
     args = ap.parse_args(argv)
     precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
-    if not precisions or set(precisions) - {"fp32", "bf16"}:
-        raise SystemExit(f"--precisions: fp32 and/or bf16, got {args.precisions!r}")
+    if not precisions or set(precisions) - {"fp32", "bf16", "int8"}:
+        raise SystemExit(f"--precisions: fp32, bf16 and/or int8, got {args.precisions!r}")
 
     import torch
 
@@ -128,7 +130,8 @@ def main(argv: list[str] | None = None) -> None:
         sides = [("prmkit", run_prmkit), ("TRL 1.13.0", run_trl)]
         for i, precision in enumerate(precisions):
             for name, run in sides if i % 2 == 0 else sides[::-1]:
-                results[(name, precision)] = run(precision)
+                if name == "prmkit" or precision != "int8":
+                    results[(name, precision)] = run(precision)
         results = {k: results[k] for k in sorted(results, key=lambda k: (precisions.index(k[1]), k[0] != "prmkit"))}
 
     print()
@@ -148,17 +151,19 @@ def main(argv: list[str] | None = None) -> None:
         return (f"{a['tokens_per_s'] / b['tokens_per_s']:.2f} (eval loss {a['common_eval_loss']:.4f} vs "
                 f"{b['common_eval_loss']:.4f}: {'within' if gap <= 0.01 else 'NOT within'} 0.01)")
 
-    for precision in precisions:
+    for precision in (p for p in precisions if p != "int8"):
         print(f"tokens/s ratio prmkit / TRL, both {precision}: "
               f"{ratio(results[('prmkit', precision)], results[('TRL 1.13.0', precision)])}")
     for name in ("prmkit", "TRL 1.13.0"):
         if "fp32" in precisions and "bf16" in precisions:
             print(f"tokens/s ratio {name} bf16 / fp32: {ratio(results[(name, 'bf16')], results[(name, 'fp32')])}")
+    if "fp32" in precisions and "int8" in precisions:
+        print(f"tokens/s ratio prmkit int8 / fp32: {ratio(results[('prmkit', 'int8')], results[('prmkit', 'fp32')])}")
     # Each trainer's best: its fastest run whose eval loss stays within 0.01 of its own fp32 run.
     best = {}
     for name in ("prmkit", "TRL 1.13.0"):
-        ok = [p for p in precisions if "fp32" not in precisions or abs(
-            results[(name, p)]["common_eval_loss"] - results[(name, "fp32")]["common_eval_loss"]) <= 0.01]
+        ok = [p for p in precisions if (name, p) in results and ("fp32" not in precisions or abs(
+            results[(name, p)]["common_eval_loss"] - results[(name, "fp32")]["common_eval_loss"]) <= 0.01)]
         best[name] = max(ok, key=lambda p: results[(name, p)]["tokens_per_s"])
     print("command: " + " ".join([os.path.relpath(sys.executable), *sys.argv]))
     print(f"tokens/s ratio prmkit {best['prmkit']} / TRL {best['TRL 1.13.0']} (each at its best precision): "

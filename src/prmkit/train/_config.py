@@ -17,7 +17,10 @@ from prmkit.errors import PrmkitError
 from prmkit.models import PRECISIONS
 from prmkit.train._data import TOOL_CHECKS
 
-__all__ = ["LoraSettings", "TrainConfig", "ConfigError", "load_config", "example_configs"]
+__all__ = ["LoraSettings", "TrainConfig", "ConfigError", "load_config", "example_configs", "TRAIN_PRECISIONS"]
+
+#: The values a training ``precision`` takes: scoring's, and ``int8`` (:mod:`prmkit.train._int8`).
+TRAIN_PRECISIONS = (*PRECISIONS[:-1], "int8", PRECISIONS[-1])
 
 
 class ConfigError(PrmkitError):
@@ -76,7 +79,7 @@ class TrainConfig:
     max_steps: int = -1               #: optimizer steps; overrides epochs when > 0
     bucketing: bool = True            #: batches of similar length (little compute on padding)
     disable_dropout: bool = True
-    precision: str = "auto"           #: compute: fp32, bf16 (autocast; fp32 weights) or auto (bf16 where native)
+    precision: str = "auto"           #: compute: fp32, bf16 (autocast; fp32 weights), int8 (the backbone's products; CPU) or auto (bf16 where native)
     dtype: str | None = None          #: weight storage: float32 (None: on every device) / bfloat16 / float16
     # run
     output_dir: str = "runs/prm"
@@ -101,8 +104,8 @@ class TrainConfig:
             problems.append(f"tool_check: must be {', '.join(TOOL_CHECKS)} or null, got {self.tool_check!r}")
         elif self.tool_check is not None and self.kind != "prm":
             problems.append("tool_check: a tool checks steps; an ORM has none to leave to it")
-        if self.precision not in PRECISIONS:
-            problems.append(f"precision: must be {', '.join(PRECISIONS[:-1])} or {PRECISIONS[-1]}, "
+        if self.precision not in TRAIN_PRECISIONS:
+            problems.append(f"precision: must be {', '.join(TRAIN_PRECISIONS[:-1])} or {TRAIN_PRECISIONS[-1]}, "
                             f"got {self.precision!r}")
         if self.num_labels not in (None, 1, 2):
             problems.append(f"num_labels: must be 1 or 2, got {self.num_labels}")

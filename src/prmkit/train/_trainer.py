@@ -7,7 +7,8 @@ the labelled positions of an optimizer step (on every process) and divided by th
 accumulation and several processes give the same update as one big batch.
 
 Speed: forward passes run in ``precision`` (``bf16``: bfloat16 autocast, weights and optimizer state
-in float32; ``auto``: bf16 where the hardware has it natively, see :data:`TRAIN_AUTO`), the head runs
+in float32; ``int8``: the backbone's linear layers multiply in int8 on a CPU, see
+:mod:`prmkit.train._int8`; ``auto``: bf16 where the hardware has it natively, see :data:`TRAIN_AUTO`), the head runs
 only at the label positions (:meth:`RewardModel.position_logits`), AdamW is the fused kernel where
 torch has one for the device, and batches hold traces of similar length (``bucketing``).
 
@@ -38,10 +39,11 @@ from typing import Any
 from prmkit._jsonio import publish_folder, publish_into
 from prmkit.errors import MissingDependencyError, PrmkitError
 from prmkit.eval import auroc, first_error_accuracy
-from prmkit.models import RM_CONFIG, Encoded, RewardModel, fp32_attention, resolve_precision
+from prmkit.models import RM_CONFIG, Encoded, Precision, RewardModel, fp32_attention, resolve_precision
 from prmkit.provenance import TrainProvenance
 from prmkit.train._config import TrainConfig
 from prmkit.train._data import DataReport, encode_traces, length_batches, read_trace_files, split_by_problem
+from prmkit.train._int8 import int8_problem, int8_products
 
 __all__ = ["train", "TrainResult", "evaluate_encoded", "position_loss", "replaces_finished_model"]
 
@@ -255,7 +257,11 @@ def train(cfg: TrainConfig, *, log=print) -> TrainResult:
     say = log if main else (lambda *a, **k: None)
     set_seed(cfg.seed)
     out = Path(cfg.output_dir)
-    prec = resolve_precision(cfg.precision, acc.device, auto=TRAIN_AUTO)
+    if cfg.precision == "int8":
+        problem = int8_problem(acc.device)
+        prec = Precision("int8", "int8") if problem is None else Precision("int8", "fp32", problem)
+    else:
+        prec = resolve_precision(cfg.precision, acc.device, auto=TRAIN_AUTO)
     # Weights (and so AdamW's state) in float32 unless dtype says otherwise, on every device: a model
     # loads in bfloat16 by default on a GPU, where AdamW's small updates would round away.
     weights = cfg.dtype or "float32"
@@ -368,10 +374,15 @@ def train(cfg: TrainConfig, *, log=print) -> TrainResult:
     scorer.train()
     # bf16 on a CPU: attention in float32 is the faster there (see fp32_attention)
     cpu_bf16 = prec.used == "bf16" and acc.device.type == "cpu"
+    backbone = getattr(rm.model, rm.model.base_model_prefix, rm.model)
     with (fp32_attention(rm.model, enabled=cpu_bf16) as attention32,
+          int8_products(backbone, enabled=prec.used == "int8") as int8_layers,
           progress_bar(total - step, "training", enabled=cfg.progress and main) as advance):
         if attention32:
             say("attention in float32 (on this CPU faster than in bf16)")
+        if int8_layers:
+            say(f"int8 products in the backbone's {int8_layers} linear layers (the head and everything "
+                "else in float32)")
         while step < total:
             batches = epoch_batches(epoch)
             while pos < len(batches) and step < total:

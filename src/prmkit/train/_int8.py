@@ -1,0 +1,175 @@
+"""int8 training products (``precision=int8``): the backbone's linear layers multiply in int8.
+
+On a CPU without native bfloat16 (no AVX512-BF16, no AMX) float32 is the fastest floating-point
+precision, and a training step of SmolLM2-135M spends about 70% of its time in float32 matrix
+products running near the cores' peak. Such a CPU usually has VNNI, whose int8 products
+(``torch._int_mm`` through oneDNN) run 3.5-4.5x faster than float32's at training sizes. This module
+runs the three products of each linear layer there, as int8 mixed-precision training does (SwitchBack,
+Wortsman et al., 2023; torchao's ``Int8MixedPrecisionTrainingConfig``):
+
+* forward ``y = x W^T``: each row of ``x`` (a token) and of ``W`` (an output channel) quantized
+  symmetrically with its own scale;
+* input gradient ``dx = dy W``: each row of ``dy`` (a token) and each column of ``W`` (an input channel);
+* weight gradient ``dW = dy^T x``: each column of ``dy`` and of ``x`` (a channel, over the batch's tokens).
+
+Integer sums are exact; the products are scaled back to float32. Weights, gradients, optimizer state,
+attention, norms and the head stay float32, so the model saved is an ordinary float32 model, and
+a forward pass without gradients (evaluation, scoring) computes in float32. Rounding to int8 perturbs
+each product by about 0.5-1% of its scale, so a run does not follow fp32's run step for step; whether it
+keeps the held-out loss is measured (``benchmarks/train_vs_trl.py --precisions fp32,int8``), not assumed.
+
+The quantize-multiply-rescale is one ``torch.compile``-d function (inductor fuses each quantization into
+one pass over its input and the rescaling into the product's output): unfused, the quantizations cost
+as much time as the int8 products save (measured: torchao's eager version of the same scheme, 7.2 s a
+step against 7.2 s in float32). Where compiling fails the eager function runs, with a warning.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = ["int8_problem", "int8_products"]
+
+
+def _qmm(a: Any, b: Any) -> Any:
+    """``a @ b.T`` for float32 ``a`` (M, K) and ``b`` (N, K), through int8: each row of ``a`` and of
+    ``b`` quantized symmetrically with its own scale, integer sums, scaled back to float32."""
+    import torch
+
+    sa = a.abs().amax(dim=1, keepdim=True).clamp_min(1e-30) / 127
+    sb = b.abs().amax(dim=1, keepdim=True).clamp_min(1e-30) / 127
+    qa = torch.round(a / sa).clamp_(-127, 127).to(torch.int8)
+    qb = torch.round(b / sb).clamp_(-127, 127).to(torch.int8)
+    return torch._int_mm(qa, qb.t()) * sa * sb.t()
+
+
+def _forward(x: Any, w: Any) -> Any:
+    """``x W^T``: per token and per output channel."""
+    return _qmm(x, w)
+
+
+def _grad_input(dy: Any, w: Any) -> Any:
+    """``dy W``: per token and per input channel."""
+    return _qmm(dy, w.t())
+
+
+def _grad_weight(dy: Any, x: Any) -> Any:
+    """``dy^T x``: per output channel and per input channel, each over the tokens."""
+    return _qmm(dy.t(), x.t())
+
+
+_PRODUCTS = {"forward": _forward, "grad_input": _grad_input, "grad_weight": _grad_weight}
+
+
+@functools.cache
+def _compiled(kind: str) -> Any:
+    """One compiled function per product, each called with contiguous inputs, so that one graph of
+    symbolic sizes serves every layer (a transposed view's strides would be guarded on)."""
+    import torch
+
+    return torch.compile(_PRODUCTS[kind], dynamic=True)
+
+
+_fell_back: list[str] = []
+
+
+def _product(kind: str, a: Any, b: Any, compiled: bool) -> Any:
+    a, b = a.contiguous(), b.contiguous()
+    if compiled and not _fell_back:
+        try:
+            return _compiled(kind)(a, b)
+        except Exception as e:  # noqa: BLE001 - no C++ compiler, an inductor bug: run eagerly instead
+            _fell_back.append(f"{type(e).__name__}: {e}")
+            warnings.warn(f"int8 training products: torch.compile failed ({_fell_back[0][:200]}); "
+                          "running them eagerly (correct, but about as slow as float32)", stacklevel=3)
+    return _PRODUCTS[kind](a, b)
+
+
+@functools.cache
+def _function() -> Any:
+    import torch
+
+    class Int8Linear(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, weight, bias, compiled):
+            lead = x.shape[:-1]
+            x2 = x.reshape(-1, x.shape[-1]).float()
+            ctx.save_for_backward(x2, weight)
+            ctx.compiled, ctx.lead, ctx.has_bias = compiled, lead, bias is not None
+            out = _product("forward", x2, weight.float(), compiled)
+            if bias is not None:
+                out = out + bias
+            return out.view(*lead, out.shape[-1]).to(x.dtype)
+
+        @staticmethod
+        def backward(ctx, dy):
+            x2, weight = ctx.saved_tensors
+            dy2 = dy.reshape(-1, dy.shape[-1]).float()
+            dx = dw = db = None
+            if ctx.needs_input_grad[0]:
+                dx = _product("grad_input", dy2, weight.float(), ctx.compiled).view(*ctx.lead, weight.shape[1])
+            if ctx.needs_input_grad[1]:
+                dw = _product("grad_weight", dy2, x2, ctx.compiled).to(weight.dtype)
+            if ctx.has_bias and ctx.needs_input_grad[2]:
+                db = dy2.sum(0)
+            return dx, dw, db, None
+
+    return Int8Linear
+
+
+def int8_problem(device: Any) -> str | None:
+    """Why int8 training products cannot run on ``device``; None when they can (a CPU whose
+    ``torch._int_mm`` gives exact integer sums on a small product)."""
+    kind = getattr(device, "type", None) or str(device).split(":")[0]
+    if kind != "cpu":
+        return f"int8 training products are implemented for CPUs only, not {kind!r} devices"
+    import torch
+
+    try:
+        g = torch.Generator().manual_seed(0)
+        a = torch.randint(-127, 128, (5, 64), generator=g, dtype=torch.int8)
+        b = torch.randint(-127, 128, (96, 64), generator=g, dtype=torch.int8)
+        if not torch.equal(torch._int_mm(a, b.t()), (a.long() @ b.long().t()).int()):
+            return "torch._int_mm does not give exact integer sums here"
+    except (AttributeError, RuntimeError) as e:
+        return f"torch._int_mm is not available here ({e})"
+    return None
+
+
+@contextmanager
+def int8_products(model: Any, *, enabled: bool = True, compiled: bool = True) -> Iterator[int]:
+    """Within the context, every ``torch.nn.Linear`` of ``model`` multiplies in int8 where gradients
+    are being recorded (a training forward pass and its backward), and in float32 otherwise; yields
+    how many layers it switched (0 when not ``enabled``). The layers' forward methods are restored on
+    exit, whatever happens."""
+    if not enabled:
+        yield 0
+        return
+    import torch
+
+    fn = _function()
+    switched = []
+
+    def forward_of(layer: Any) -> Any:
+        plain = layer.forward
+
+        def forward(x: Any) -> Any:
+            if torch.is_grad_enabled() and (x.requires_grad or layer.weight.requires_grad):
+                return fn.apply(x, layer.weight, layer.bias, compiled)
+            return plain(x)
+
+        return forward
+
+    try:
+        for m in model.modules():
+            if isinstance(m, torch.nn.Linear) and "forward" not in vars(m):
+                m.forward = forward_of(m)
+                switched.append(m)
+        yield len(switched)
+    finally:
+        for m in switched:
+            vars(m).pop("forward", None)

@@ -1,0 +1,146 @@
+"""int8 training products (``precision=int8``): exact where the quantization is exact, close to float32
+elsewhere, rows independent of their batch, float32 without gradients, the layers restored after the
+context, and a training run that records what it computed in and saves a plain float32 model."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from prmkit.train import load_config, train
+from prmkit.train._int8 import _function, _qmm, int8_problem, int8_products
+
+NO_INT8 = int8_problem(torch.device("cpu"))
+needs_int8 = pytest.mark.skipif(NO_INT8 is not None, reason=f"no int8 products here: {NO_INT8}")
+
+
+def test_int8_problem_names_the_device():
+    assert int8_problem("cuda:0") == "int8 training products are implemented for CPUs only, not 'cuda' devices"
+
+
+@needs_int8
+def test_a_product_is_exact_where_quantizing_is():
+    # Every row's largest magnitude is 127 and every value an integer: the scales are 1, the int8
+    # values the inputs themselves, so the product is the exact integer product.
+    a = torch.tensor([[127.0, -3.0, 5.0], [1.0, -127.0, 0.0]])
+    b = torch.tensor([[2.0, 127.0, -1.0], [127.0, 0.0, 127.0], [-127.0, 4.0, 9.0]])
+    assert torch.equal(_qmm(a, b), a @ b.T)
+    # Scaling a row scales its output exactly by a power of two.
+    assert torch.equal(_qmm(a * 0.5, b), (a @ b.T) * 0.5)
+    # A zero row stays zero (its scale is clamped, not divided by).
+    assert torch.equal(_qmm(torch.zeros(1, 3), b), torch.zeros(1, 3))
+
+
+@needs_int8
+def test_products_and_gradients_are_close_to_float32_and_rows_independent():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 40, 64, generator=g, requires_grad=True)
+    w = torch.randn(48, 64, generator=g, requires_grad=True)
+    bias = torch.randn(48, generator=g, requires_grad=True)
+    dy = torch.randn(2, 40, 48, generator=g)
+    y = _function().apply(x, w, bias, False)
+    y.backward(dy)
+    grads = [t.grad.clone() for t in (x, w, bias)]
+    for t in (x, w, bias):
+        t.grad = None
+    ref = torch.nn.functional.linear(x, w, bias)
+    ref.backward(dy)
+
+    def rel(a, b):
+        return float((a - b).detach().norm() / b.detach().norm())
+
+    assert rel(y, ref) < 0.02
+    assert rel(grads[0], x.grad) < 0.02 and rel(grads[1], w.grad) < 0.02
+    assert torch.allclose(grads[2], bias.grad, atol=1e-5)  # the bias gradient is a plain sum
+    # One scale per row (token): a row's output does not depend on the rows beside it.
+    alone = _function().apply(x[1:2, 7:8], w, bias, False)
+    assert torch.equal(alone[0, 0], y[1, 7])
+
+
+@needs_int8
+def test_the_context_switches_linear_layers_only_while_recording_gradients():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.SiLU(), torch.nn.Linear(64, 8))
+    x = torch.randn(16, 32)
+    plain = model(x)
+    with int8_products(model, compiled=False) as n:
+        assert n == 2
+        with torch.no_grad():
+            assert torch.equal(model(x), plain.detach())  # no gradients: float32, bit for bit
+        y = model(x)
+        assert not torch.equal(y, plain) and float((y - plain).abs().max()) < 0.05
+        assert y.grad_fn is not None
+    assert all("forward" not in vars(m) for m in model.modules())
+    assert torch.equal(model(x), plain)
+    with pytest.raises(RuntimeError, match="boom"), int8_products(model, compiled=False):
+        raise RuntimeError("boom")
+    assert all("forward" not in vars(m) for m in model.modules())
+    with int8_products(model, enabled=False) as n:
+        assert n == 0 and torch.equal(model(x), plain)
+
+
+@needs_int8
+def test_compiled_products_equal_the_eager_ones():
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(37, 64, generator=g)
+    w = torch.randn(24, 64, generator=g)
+    from prmkit.train._int8 import _product
+
+    dy = torch.randn(37, 24, generator=g)
+    for kind, a, b in (("forward", x, w), ("grad_input", dy, w), ("grad_weight", dy, x)):
+        eager = _product(kind, a, b, False)
+        compiled = _product(kind, a, b, True)
+        # the same quantization up to the rounding of values at exactly .5 after inductor's division
+        assert float((compiled - eager).abs().max()) <= 1e-3 * float(eager.abs().max()), kind
+
+
+def config(marker_files, out, *overrides):
+    return load_config("tiny", ["progress=false", "log_every=1", "eval_fraction=0", "max_steps=3", "lr=1e-2",
+                                "bucketing=false", f"train=[{marker_files['train']}]",
+                                f"eval=[{marker_files['eval']}]", *overrides], output_dir=str(out))
+
+
+@needs_int8
+def test_int8_trains_close_to_fp32_and_saves_a_float32_model(marker_files, tmp_path):
+    runs = {}
+    for precision in ("fp32", "int8"):
+        logs: list[str] = []
+        result = train(config(marker_files, tmp_path / precision, f"precision={precision}"), log=logs.append)
+        runs[precision] = result
+        assert result.precision == {"requested": precision, "used": precision, "note": None}
+        assert f"precision: {precision}" in logs[0] or any(s.startswith(f"precision: {precision}") for s in logs)
+        assert any(s.startswith("int8 products in the backbone's") for s in logs) == (precision == "int8")
+        info = json.loads((Path(result.output_dir) / "prmkit_rm.json").read_text())
+        assert info["precision"] == result.precision and info["train_config"]["precision"] == precision
+    fp32, int8 = ([h["loss"] for h in runs[p].history if "loss" in h] for p in ("fp32", "int8"))
+    assert all(math.isfinite(v) for v in int8)
+    # step 1: the same weights on the same batch, only the products' rounding differs
+    assert int8[0] == pytest.approx(fp32[0], abs=0.02)
+    assert runs["int8"].eval["eval_loss"] == pytest.approx(runs["fp32"].eval["eval_loss"], abs=0.05)
+    # the saved weights are float32 tensors of an ordinary model
+    from prmkit.models import RewardModel
+
+    rm = RewardModel.from_pretrained(runs["int8"].output_dir)
+    assert all(p.dtype == torch.float32 for p in rm.model.parameters())
+
+
+def test_int8_where_it_cannot_run_falls_back_to_fp32_and_says_so(marker_files, tmp_path, monkeypatch):
+    from prmkit.train import _trainer
+
+    monkeypatch.setattr(_trainer, "int8_problem", lambda device: "no int8 on this test CPU")
+    logs: list[str] = []
+    result = train(config(marker_files, tmp_path / "run", "precision=int8", "max_steps=1"), log=logs.append)
+    assert result.precision == {"requested": "int8", "used": "fp32", "note": "no int8 on this test CPU"}
+    assert "precision: fp32 (int8 requested: no int8 on this test CPU)" in logs
+    assert not any(s.startswith("int8 products") for s in logs)
+
+
+def test_a_wrong_precision_lists_int8():
+    from prmkit.train import ConfigError
+
+    with pytest.raises(ConfigError, match="precision: must be auto, fp32, int8 or bf16, got 'fp16'"):
+        load_config("tiny", ["precision=fp16", "train=[x.jsonl]"])
