@@ -144,3 +144,20 @@ def test_a_wrong_precision_lists_int8():
 
     with pytest.raises(ConfigError, match="precision: must be auto, fp32, int8 or bf16, got 'fp16'"):
         load_config("tiny", ["precision=fp16", "train=[x.jsonl]"])
+
+
+@needs_int8
+def test_an_input_quantized_once_is_reused_only_while_unchanged():
+    from prmkit.train._int8 import _MEMOS, _product
+
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(20, 16, generator=g)
+    w1, w2 = torch.randn(8, 16, generator=g), torch.randn(4, 16, generator=g)
+    first = _product("forward", x, w1, False)
+    held = _MEMOS["rows"].val
+    second = _product("forward", x.view(20, 16), w2, False)  # another view of the same tensor: reused
+    assert _MEMOS["rows"].val is held
+    assert torch.equal(second, _product("forward", x.clone(), w2, False))
+    x.mul_(2)  # changed in place: quantized again, and the product follows
+    assert torch.equal(_product("forward", x, w1, False), first * 2)
+    assert _MEMOS["rows"].val is not held
