@@ -118,7 +118,8 @@ def test_a_saved_config_loads_back_equal(tmp_path):
 def test_precision_is_validated_and_defaults_to_auto():
     assert load_config(None, ["train=[x]"]).precision == "auto"
     assert load_config(None, ["train=[x]", "precision=bf16"]).precision == "bf16"
+    assert load_config(None, ["train=[x]", "precision=int8"]).precision == "int8"
     with pytest.raises(ConfigError) as info:
         load_config(None, ["train=[x]", "precision=fp16", "lr=0"])
-    assert info.value.problems == ["precision: must be auto, fp32 or bf16, got 'fp16'",
+    assert info.value.problems == ["precision: must be auto, fp32, int8 or bf16, got 'fp16'",
                                    "lr: must be positive, got 0.0"]

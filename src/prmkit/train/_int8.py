@@ -160,7 +160,7 @@ def _function() -> Any:
             x2 = x.reshape(-1, x.shape[-1]).float()
             ctx.save_for_backward(x2, weight)
             ctx.compiled, ctx.lead, ctx.has_bias = compiled, lead, bias is not None
-            out = _product("forward", x2, weight.float(), compiled)
+            out = _product("forward", x2, weight.detach().float(), compiled)
             if bias is not None:
                 out = out + bias
             return out.view(*lead, out.shape[-1]).to(x.dtype)
@@ -171,7 +171,7 @@ def _function() -> Any:
             dy2 = dy.reshape(-1, dy.shape[-1]).float()
             dx = dw = db = None
             if ctx.needs_input_grad[0]:
-                dx = _product("grad_input", dy2, weight.float(), ctx.compiled).view(*ctx.lead, weight.shape[1])
+                dx = _product("grad_input", dy2, weight.detach().float(), ctx.compiled).view(*ctx.lead, weight.shape[1])
             if ctx.needs_input_grad[1]:
                 dw = _product("grad_weight", dy2, x2, ctx.compiled).to(weight.dtype)
             if ctx.has_bias and ctx.needs_input_grad[2]:
