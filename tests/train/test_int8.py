@@ -1,12 +1,9 @@
 """int8 training products (``precision=int8``): exact where the quantization is exact, close to float32
 elsewhere, rows independent of their batch, float32 without gradients, the layers restored after the
-context, and a training run that records what it computed in and saves a plain float32 model."""
+context, and a run that cannot use them falling back to fp32 and saying so. (A run in int8 against one
+in fp32: tests/train/test_precision.py.)"""
 
 from __future__ import annotations
-
-import json
-import math
-from pathlib import Path
 
 import pytest
 import torch
@@ -98,42 +95,14 @@ def test_compiled_products_equal_the_eager_ones():
         assert float((compiled - eager).abs().max()) <= 1e-3 * float(eager.abs().max()), kind
 
 
-def config(marker_files, out, *overrides):
-    return load_config("tiny", ["progress=false", "log_every=1", "eval_fraction=0", "max_steps=3", "lr=1e-2",
-                                "bucketing=false", f"train=[{marker_files['train']}]",
-                                f"eval=[{marker_files['eval']}]", *overrides], output_dir=str(out))
-
-
-@needs_int8
-def test_int8_trains_close_to_fp32_and_saves_a_float32_model(marker_files, tmp_path):
-    runs = {}
-    for precision in ("fp32", "int8"):
-        logs: list[str] = []
-        result = train(config(marker_files, tmp_path / precision, f"precision={precision}"), log=logs.append)
-        runs[precision] = result
-        assert result.precision == {"requested": precision, "used": precision, "note": None}
-        assert f"precision: {precision}" in logs[0] or any(s.startswith(f"precision: {precision}") for s in logs)
-        assert any(s.startswith("int8 products in the backbone's") for s in logs) == (precision == "int8")
-        info = json.loads((Path(result.output_dir) / "prmkit_rm.json").read_text())
-        assert info["precision"] == result.precision and info["train_config"]["precision"] == precision
-    fp32, int8 = ([h["loss"] for h in runs[p].history if "loss" in h] for p in ("fp32", "int8"))
-    assert all(math.isfinite(v) for v in int8)
-    # step 1: the same weights on the same batch, only the products' rounding differs
-    assert int8[0] == pytest.approx(fp32[0], abs=0.02)
-    assert runs["int8"].eval["eval_loss"] == pytest.approx(runs["fp32"].eval["eval_loss"], abs=0.05)
-    # the saved weights are float32 tensors of an ordinary model
-    from prmkit.models import RewardModel
-
-    rm = RewardModel.from_pretrained(runs["int8"].output_dir)
-    assert all(p.dtype == torch.float32 for p in rm.model.parameters())
-
-
 def test_int8_where_it_cannot_run_falls_back_to_fp32_and_says_so(marker_files, tmp_path, monkeypatch):
     from prmkit.train import _trainer
 
     monkeypatch.setattr(_trainer, "int8_problem", lambda device: "no int8 on this test CPU")
     logs: list[str] = []
-    result = train(config(marker_files, tmp_path / "run", "precision=int8", "max_steps=1"), log=logs.append)
+    cfg = load_config("tiny", ["progress=false", "eval_fraction=0", "max_steps=1", f"train=[{marker_files['train']}]",
+                               "precision=int8"], output_dir=str(tmp_path / "run"))
+    result = train(cfg, log=logs.append)
     assert result.precision == {"requested": "int8", "used": "fp32", "note": "no int8 on this test CPU"}
     assert "precision: fp32 (int8 requested: no int8 on this test CPU)" in logs
     assert not any(s.startswith("int8 products") for s in logs)
