@@ -3,7 +3,7 @@
 On a CPU without native bfloat16 (no AVX512-BF16, no AMX) float32 is the fastest floating-point
 precision, and a training step of SmolLM2-135M spends about 70% of its time in float32 matrix
 products running near the cores' peak. Such a CPU usually has VNNI, whose int8 products
-(``torch._int_mm`` through oneDNN) run 3.5-4.5x faster than float32's at training sizes. This module
+(``torch._int_mm`` through oneDNN) run 3-6x faster than float32's at training sizes. This module
 runs the three products of each linear layer there, as int8 mixed-precision training does (SwitchBack,
 Wortsman et al., 2023; torchao's ``Int8MixedPrecisionTrainingConfig``):
 
