@@ -8,15 +8,16 @@ from __future__ import annotations
 import pytest
 import torch
 
+from prmkit.policies import int8_problem
 from prmkit.train import load_config, train
-from prmkit.train._int8 import _function, _qmm, int8_problem, int8_products
+from prmkit.train._int8 import _function, _grad_input, int8_products
 
 NO_INT8 = int8_problem(torch.device("cpu"))
 needs_int8 = pytest.mark.skipif(NO_INT8 is not None, reason=f"no int8 products here: {NO_INT8}")
 
 
 def test_int8_problem_names_the_device():
-    assert int8_problem("cuda:0") == "int8 training products are implemented for CPUs only, not 'cuda' devices"
+    assert int8_problem("cuda:0") == "int8 products are implemented for CPUs only, not 'cuda' devices"
 
 
 @needs_int8
@@ -25,11 +26,11 @@ def test_a_product_is_exact_where_quantizing_is():
     # values the inputs themselves, so the product is the exact integer product.
     a = torch.tensor([[127.0, -3.0, 5.0], [1.0, -127.0, 0.0]])
     b = torch.tensor([[2.0, 127.0, -1.0], [127.0, 0.0, 127.0], [-127.0, 4.0, 9.0]])
-    assert torch.equal(_qmm(a, b), a @ b.T)
+    assert torch.equal(_grad_input(a, b.T), a @ b.T)
     # Scaling a row scales its output exactly by a power of two.
-    assert torch.equal(_qmm(a * 0.5, b), (a @ b.T) * 0.5)
+    assert torch.equal(_grad_input(a * 0.5, b.T), (a @ b.T) * 0.5)
     # A zero row stays zero (its scale is clamped, not divided by).
-    assert torch.equal(_qmm(torch.zeros(1, 3), b), torch.zeros(1, 3))
+    assert torch.equal(_grad_input(torch.zeros(1, 3), b.T), torch.zeros(1, 3))
 
 
 @needs_int8

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from prmkit.models import FP32_SDPA, RewardModel, _precision, bf16_problem
+from prmkit.policies import int8_problem
 from prmkit.train import load_config, train
-from prmkit.train._int8 import int8_problem
 
 NO_BF16 = bf16_problem(torch.device("cpu"))
 NO_INT8 = int8_problem(torch.device("cpu"))

@@ -16,6 +16,7 @@ from prmkit.policies._base import (
     default_backend,
     derive_seed,
     get_policy,
+    int8_problem,
     load_policy,
     native_bf16,
     register_policy,
@@ -34,5 +35,5 @@ from prmkit.policies._scripted import ScriptedPolicy
 __all__ = ["POLICIES", "Completion", "GenerationRequest", "Policy", "SamplingParams", "apply_stop",
            "default_backend", "derive_seed", "get_policy", "register_policy", "ScriptedPolicy", "PolicyServerError",
            "PolicyConnectionError", "PolicyTimeoutError", "PolicyHTTPError", "PolicyResponseError", "load_policy",
-           "native_bf16", "cache_dir", "default_policy_model", "gguf_cache_dir", "load_causal_lm",
+           "native_bf16", "int8_problem", "cache_dir", "default_policy_model", "gguf_cache_dir", "load_causal_lm",
            "CACHE_KINDS", "CacheEntry", "cache_entries", "clear_cache"]

@@ -12,6 +12,7 @@ so a missing optional dependency only matters for the backend that needs it).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -22,7 +23,7 @@ from prmkit.errors import PrmkitError
 
 __all__ = ["SamplingParams", "GenerationRequest", "Completion", "Policy", "POLICIES", "get_policy",
            "register_policy", "derive_seed", "apply_stop", "default_backend", "load_policy", "LOCAL_BACKENDS",
-           "native_bf16"]
+           "native_bf16", "int8_problem"]
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,34 @@ def native_bf16(device: str = "cpu") -> bool:
         return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
     except (AttributeError, RuntimeError):
         return False
+
+
+def int8_problem(device: Any = "cpu") -> str | None:
+    """Why int8 matrix products (``torch._int_mm``, int32 sums) cannot serve on ``device``; None when
+    they can: a CPU whose ``_int_mm`` gives exact integer sums on a small product. The decode loop's
+    int8 products (``prmkit.policies``' ``torch`` backend) and int8 training (``precision=int8``) both
+    ask it. GPUs are not handled (``_int_mm`` there has other shape rules)."""
+    kind = getattr(device, "type", None) or str(device).split(":")[0]
+    if kind != "cpu":
+        return f"int8 products are implemented for CPUs only, not {kind!r} devices"
+    return _cpu_int8_problem()
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_int8_problem() -> str | None:
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed"
+    try:
+        g = torch.Generator().manual_seed(0)
+        a = torch.randint(-127, 128, (5, 64), generator=g, dtype=torch.int8)
+        b = torch.randint(-127, 128, (96, 64), generator=g, dtype=torch.int8)
+        if not torch.equal(torch._int_mm(a, b.t()), (a.long() @ b.long().t()).int()):
+            return "torch._int_mm does not give exact integer sums here"
+    except (AttributeError, RuntimeError) as e:
+        return f"torch._int_mm is not available here ({e})"
+    return None
 
 
 def default_backend() -> str:

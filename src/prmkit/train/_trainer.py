@@ -40,10 +40,11 @@ from prmkit._jsonio import publish_folder, publish_into
 from prmkit.errors import MissingDependencyError, PrmkitError
 from prmkit.eval import auroc, first_error_accuracy
 from prmkit.models import RM_CONFIG, Encoded, Precision, RewardModel, fp32_attention, resolve_precision
+from prmkit.policies import int8_problem
 from prmkit.provenance import TrainProvenance
 from prmkit.train._config import TrainConfig
 from prmkit.train._data import DataReport, encode_traces, length_batches, read_trace_files, split_by_problem
-from prmkit.train._int8 import int8_problem, int8_products
+from prmkit.train._int8 import int8_products
 
 __all__ = ["train", "TrainResult", "evaluate_encoded", "position_loss", "replaces_finished_model"]
 
