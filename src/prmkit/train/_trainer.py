@@ -8,7 +8,8 @@ accumulation and several processes give the same update as one big batch.
 
 Speed: forward passes run in ``precision`` (``bf16``: bfloat16 autocast, weights and optimizer state
 in float32; ``int8``: the backbone's linear layers multiply in int8 on a CPU, see
-:mod:`prmkit.train._int8`; ``auto``: bf16 where the hardware has it natively, see :data:`TRAIN_AUTO`), the head runs
+:mod:`prmkit.train._int8`, with the decoder's activations, norms and rotary embedding compiled, see
+:mod:`prmkit.train._fused`; ``auto``: bf16 where the hardware has it natively, see :data:`TRAIN_AUTO`), the head runs
 only at the label positions (:meth:`RewardModel.position_logits`), AdamW is the fused kernel where
 torch has one for the device, and batches hold traces of similar length (``bucketing``).
 
@@ -44,6 +45,7 @@ from prmkit.policies import int8_problem
 from prmkit.provenance import TrainProvenance
 from prmkit.train._config import TrainConfig
 from prmkit.train._data import DataReport, encode_traces, length_batches, read_trace_files, split_by_problem
+from prmkit.train._fused import fused_elementwise
 from prmkit.train._int8 import int8_products
 
 __all__ = ["train", "TrainResult", "evaluate_encoded", "position_loss", "replaces_finished_model"]
@@ -378,12 +380,15 @@ def train(cfg: TrainConfig, *, log=print) -> TrainResult:
     backbone = getattr(rm.model, rm.model.base_model_prefix, rm.model)
     with (fp32_attention(rm.model, enabled=cpu_bf16) as attention32,
           int8_products(backbone, enabled=prec.used == "int8") as int8_layers,
+          fused_elementwise(backbone, enabled=prec.used == "int8") as fused,
           progress_bar(total - step, "training", enabled=cfg.progress and main) as advance):
         if attention32:
             say("attention in float32 (on this CPU faster than in bf16)")
         if int8_layers:
             say(f"int8 products in the backbone's {int8_layers} linear layers (the head and everything "
                 "else in float32)")
+        if any(fused.values()):
+            say("compiled elementwise parts: " + ", ".join(f"{n} {k}" for k, n in fused.items() if n))
         while step < total:
             batches = epoch_batches(epoch)
             while pos < len(batches) and step < total:
