@@ -143,7 +143,7 @@ def fused_elementwise(model: Any, *, enabled: bool = True, compiled: bool = True
             fn = getattr(mod, "apply_rotary_pos_emb", None)
             if fn is not None and not any(p[0] is mod for p in patched):
                 patched.append((mod, "apply_rotary_pos_emb", fn))
-                setattr(mod, "apply_rotary_pos_emb", _rotary(fn) if compiled else fn)
+                mod.apply_rotary_pos_emb = _rotary(fn) if compiled else fn
                 counts["rotary"] += 1
         yield counts
     finally:
