@@ -44,8 +44,12 @@ def test_same_loss_and_gradients_as_the_models_own_code(compiled):
                 assert torch.allclose(got_loss, want_loss, rtol=1e-5, atol=1e-6)
                 for n, g in want.items():
                     assert torch.allclose(got[n], g, rtol=1e-4, atol=1e-6), n
+        with torch.no_grad():  # without gradients: the model's own eager code, bit for bit
+            inside = model(input_ids=ids).logits
     with_loss, _ = _loss_and_grads(model, ids[:, :7])
     assert torch.allclose(got_loss, with_loss, rtol=1e-5, atol=1e-6)
+    with torch.no_grad():
+        assert torch.equal(inside, model(input_ids=ids).logits)
 
 
 def test_everything_is_restored_even_on_an_error():
