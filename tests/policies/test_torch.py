@@ -474,8 +474,7 @@ def test_compiled_kernels_are_kept_in_prmkit_s_cache(wide_lm, tmp_path, monkeypa
     """Compiling points inductor's cache at ``$PRMKIT_CACHE/inductor/torch-<version>`` (one cache
     entry per torch version, listed and cleared with the others) unless the user set
     ``TORCHINDUCTOR_CACHE_DIR``, which is left as it is."""
-    from prmkit.policies import cache_entries
-    from prmkit.policies._torch import inductor_cache_dir
+    from prmkit.policies import cache_entries, inductor_cache_dir
 
     monkeypatch.setenv("PRMKIT_CACHE", str(tmp_path / "cache"))
     pol = get_policy("torch", model=wide_lm, dtype="float32", compile=False, progress=False)
@@ -486,7 +485,7 @@ def test_compiled_kernels_are_kept_in_prmkit_s_cache(wide_lm, tmp_path, monkeypa
     pol._plan.compile()
     version = torch.__version__.split("+")[0]
     want = tmp_path / "cache" / "inductor" / f"torch-{version}"
-    assert inductor_cache_dir(torch) == want and os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(want)
+    assert inductor_cache_dir() == want and os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(want)
     want.mkdir(parents=True)
     (want / "fxgraph").mkdir()
     [entry] = cache_entries(["inductor"])

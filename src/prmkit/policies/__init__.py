@@ -21,7 +21,14 @@ from prmkit.policies._base import (
     native_bf16,
     register_policy,
 )
-from prmkit.policies._cache import CACHE_KINDS, CacheEntry, cache_entries, clear_cache
+from prmkit.policies._cache import (
+    CACHE_KINDS,
+    CacheEntry,
+    cache_entries,
+    clear_cache,
+    inductor_cache_dir,
+    use_inductor_cache,
+)
 from prmkit.policies._hf import cache_dir, default_policy_model, gguf_cache_dir, load_causal_lm
 from prmkit.policies._openai_compat import (
     PolicyConnectionError,
@@ -36,4 +43,5 @@ __all__ = ["POLICIES", "Completion", "GenerationRequest", "Policy", "SamplingPar
            "default_backend", "derive_seed", "get_policy", "register_policy", "ScriptedPolicy", "PolicyServerError",
            "PolicyConnectionError", "PolicyTimeoutError", "PolicyHTTPError", "PolicyResponseError", "load_policy",
            "native_bf16", "int8_problem", "cache_dir", "default_policy_model", "gguf_cache_dir", "load_causal_lm",
-           "CACHE_KINDS", "CacheEntry", "cache_entries", "clear_cache"]
+           "CACHE_KINDS", "CacheEntry", "cache_entries", "clear_cache", "inductor_cache_dir",
+           "use_inductor_cache"]

@@ -9,9 +9,9 @@ Its folders, one per kind of entry, each entry a folder named ``<source>-<key>``
 - ``models/``: a shipped reward model (``--model default``) merged with its base; keyed by the
   shipped adapter's files;
 - ``backbones/``: the tiny test backbone, built from a seed; versioned by its name;
-- ``inductor/``: what ``torch.compile`` compiled for the ``torch`` backend's int8 loop
-  (``TORCHINDUCTOR_CACHE_DIR`` unless the user set it), one folder per torch version; inductor keys
-  the files inside by what they compile.
+- ``inductor/``: what ``torch.compile`` compiled for the ``torch`` backend's int8 loop and for int8
+  training (``TORCHINDUCTOR_CACHE_DIR`` unless the user set it: :func:`use_inductor_cache`), one
+  folder per torch version; inductor keys the files inside by what they compile.
 
 Entries are written to a ``.tmp-*`` folder, flushed to disk (every file, then the folder) and renamed
 when complete (``prmkit._jsonio.publish_folder``), so a ``.tmp-*`` folder is an interrupted conversion
@@ -31,7 +31,7 @@ from pathlib import Path
 from prmkit.errors import PrmkitError
 from prmkit.policies._hf import cache_dir
 
-__all__ = ["CACHE_KINDS", "CacheEntry", "cache_entries", "clear_cache"]
+__all__ = ["CACHE_KINDS", "CacheEntry", "cache_entries", "clear_cache", "inductor_cache_dir", "use_inductor_cache"]
 
 #: Kind (a folder of the cache) -> what its entries are and what keys them.
 CACHE_KINDS: dict[str, str] = {
@@ -42,9 +42,25 @@ CACHE_KINDS: dict[str, str] = {
     "models": "shipped reward models merged with their base (--model default); keyed by the "
               "shipped adapter's files",
     "backbones": "the tiny test backbone; versioned by its name",
-    "inductor": "torch.compile's kernels for the torch backend's int8 loop; one folder per torch "
-                "version, inductor's own keys inside",
+    "inductor": "torch.compile's kernels for the torch backend's int8 loop and int8 training; one "
+                "folder per torch version, inductor's own keys inside",
 }
+
+def inductor_cache_dir() -> Path:
+    """Where ``torch.compile`` keeps what prmkit compiles (unless ``TORCHINDUCTOR_CACHE_DIR`` is
+    set): ``cache_dir()/inductor/torch-<version>``, one entry of prmkit's cache per torch version
+    (inductor keys its own files inside)."""
+    import torch
+
+    return cache_dir() / "inductor" / f"torch-{torch.__version__.split('+')[0]}"
+
+
+def use_inductor_cache() -> str:
+    """Point inductor's on-disk cache at :func:`inductor_cache_dir` unless the user chose a folder
+    (``TORCHINDUCTOR_CACHE_DIR``), rather than its default under /tmp: a reboot then costs no
+    recompiling. Returns the folder in use."""
+    return os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(inductor_cache_dir()))
+
 
 _CONTENT_KEY = re.compile(r"-([0-9a-f]{16})$")
 _OLD_GGUF_KEY = re.compile(r"-(\d+-\d+)$")  # <stem>-<size>-<mtime>: prmkit before content keys

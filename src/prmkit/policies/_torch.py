@@ -55,13 +55,12 @@ and then an int8 rounding of an activation); rows stay independent of their batc
 from __future__ import annotations
 
 import functools
-import os
 import warnings
-from pathlib import Path
 from typing import Any
 
 from prmkit.policies._base import SamplingParams, int8_problem, native_bf16
-from prmkit.policies._hf import HFPolicy, _RowSampler, _torch, cache_dir
+from prmkit.policies._cache import use_inductor_cache
+from prmkit.policies._hf import HFPolicy, _RowSampler, _torch
 
 __all__ = ["TorchPolicy", "decode_support"]
 
@@ -256,13 +255,13 @@ class _Plan:
         dynamic (:func:`_mark_dynamic`), while the model's own sizes stay constants. A process
         compiles at its first decode: one graph for batches of several groups, one for a single
         group (and one for single rows), some seconds each, fewer where inductor's on-disk cache has
-        them from an earlier process (kept in :func:`inductor_cache_dir` unless
+        them from an earlier process (kept in :func:`~prmkit.policies.inductor_cache_dir` unless
         ``TORCHINDUCTOR_CACHE_DIR`` says otherwise). A decode's first step runs eagerly. Where
         compiling fails (no C++ compiler, an unsupported torch), the loop warns once and goes on
         eagerly (:meth:`step`)."""
         # What inductor compiles is kept in prmkit's cache (``inductor/torch-<version>``), not in its
         # default under /tmp, unless the user chose a folder: a reboot then costs no recompiling.
-        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(inductor_cache_dir(self.torch)))
+        use_inductor_cache()
         self.layers_per_call = layers_per_call or _layers_per_call(len(self.layers))
         self.compiled = _compiled_layers(self.layer, self.torch)
 
@@ -712,13 +711,6 @@ class TorchPolicy(HFPolicy):
                     if sampler is not None:
                         sampler.keep(idx)
         return out
-
-
-def inductor_cache_dir(torch: Any) -> Path:
-    """Where ``torch.compile`` keeps what it compiled for the decode loop (unless
-    ``TORCHINDUCTOR_CACHE_DIR`` is set): ``cache_dir()/inductor/torch-<version>``, one entry of
-    prmkit's cache per torch version (inductor keys its own files inside)."""
-    return cache_dir() / "inductor" / f"torch-{torch.__version__.split('+')[0]}"
 
 
 @functools.cache

@@ -41,7 +41,7 @@ from prmkit._jsonio import publish_folder, publish_into
 from prmkit.errors import MissingDependencyError, PrmkitError
 from prmkit.eval import auroc, first_error_accuracy
 from prmkit.models import RM_CONFIG, Encoded, Precision, RewardModel, fp32_attention, resolve_precision
-from prmkit.policies import int8_problem
+from prmkit.policies import int8_problem, use_inductor_cache
 from prmkit.provenance import TrainProvenance
 from prmkit.train._config import TrainConfig
 from prmkit.train._data import DataReport, encode_traces, length_batches, read_trace_files, split_by_problem
@@ -263,6 +263,8 @@ def train(cfg: TrainConfig, *, log=print) -> TrainResult:
     if cfg.precision == "int8":
         problem = int8_problem(acc.device)
         prec = Precision("int8", "int8") if problem is None else Precision("int8", "fp32", problem)
+        if problem is None:  # what it compiles kept in prmkit's cache, as the decode loop's is
+            use_inductor_cache()
     else:
         prec = resolve_precision(cfg.precision, acc.device, auto=TRAIN_AUTO)
     # Weights (and so AdamW's state) in float32 unless dtype says otherwise, on every device: a model
