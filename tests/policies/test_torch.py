@@ -470,6 +470,23 @@ def test_compile_auto_is_for_int8_models_of_some_size(wide_lm, monkeypatch):
         get_policy("torch", model=wide_lm, dtype="int8", compile="sometimes", progress=False)
 
 
+def test_torch_s_own_default_inductor_folder_counts_as_not_chosen(tmp_path, monkeypatch):
+    """Importing torch._dynamo sets TORCHINDUCTOR_CACHE_DIR to torch's default folder (under /tmp):
+    that value is replaced by prmkit's cache; one the user set is kept."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    from prmkit.policies import inductor_cache_dir, use_inductor_cache
+
+    monkeypatch.setenv("PRMKIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", os.path.abspath(default_cache_dir()))
+    assert use_inductor_cache() == str(inductor_cache_dir()) == os.environ["TORCHINDUCTOR_CACHE_DIR"]
+    assert str(tmp_path / "cache") in os.environ["TORCHINDUCTOR_CACHE_DIR"]
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
+    assert use_inductor_cache() == str(tmp_path / "mine")
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
+    assert use_inductor_cache() == str(inductor_cache_dir())
+
+
 def test_compiled_kernels_are_kept_in_prmkit_s_cache(wide_lm, tmp_path, monkeypatch):
     """Compiling points inductor's cache at ``$PRMKIT_CACHE/inductor/torch-<version>`` (one cache
     entry per torch version, listed and cleared with the others) unless the user set

@@ -109,3 +109,16 @@ def test_a_failing_compiler_falls_back_to_eager_with_a_warning(monkeypatch):
         for cached in (_fused._act_mul, _fused._norm, _fused._rotary):
             cached.cache_clear()
     assert torch.allclose(got_loss, want_loss, rtol=1e-5, atol=1e-6)
+
+
+def test_a_lora_model_in_training_mode_is_switched():
+    # The probe runs the MLP without dropout: a LoRA layer's dropout must not make its forward look
+    # like something else.
+    peft = pytest.importorskip("peft")
+    model = _tiny()
+    cfg = peft.LoraConfig(r=4, lora_alpha=8, lora_dropout=0.5, target_modules=["gate_proj", "up_proj"])
+    model = peft.get_peft_model(model, cfg)
+    model.train()
+    with fused_elementwise(model, compiled=False) as counts:
+        assert counts["mlp"] == 2
+        assert all(m.training for m in model.modules())

@@ -58,8 +58,22 @@ def inductor_cache_dir() -> Path:
 def use_inductor_cache() -> str:
     """Point inductor's on-disk cache at :func:`inductor_cache_dir` unless the user chose a folder
     (``TORCHINDUCTOR_CACHE_DIR``), rather than its default under /tmp: a reboot then costs no
-    recompiling. Returns the folder in use."""
-    return os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(inductor_cache_dir()))
+    recompiling. Returns the folder in use.
+
+    Importing ``torch._dynamo`` (which loading a model in transformers does) sets the variable to
+    torch's default folder, so a value equal to that default counts as not chosen."""
+    current = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if current is None or current == _torch_default_cache():
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(inductor_cache_dir())
+    return os.environ["TORCHINDUCTOR_CACHE_DIR"]
+
+
+def _torch_default_cache() -> str | None:
+    try:
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    except ImportError:  # pragma: no cover - another torch layout: only an unset variable counts
+        return None
+    return os.path.abspath(default_cache_dir())
 
 
 _CONTENT_KEY = re.compile(r"-([0-9a-f]{16})$")

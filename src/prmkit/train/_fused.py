@@ -111,8 +111,13 @@ def _mlp_forward(m: Any, eager: bool) -> Any | None:
     import torch
 
     x = _probe_input(m, m.gate_proj.in_features)
-    with torch.no_grad():
-        ok = _same(m(x), m.down_proj(act(m.gate_proj(x)) * m.up_proj(x)))
+    was = m.training
+    m.eval()  # no dropout (a LoRA layer's) in the probe
+    try:
+        with torch.no_grad():
+            ok = _same(m(x), m.down_proj(act(m.gate_proj(x)) * m.up_proj(x)))
+    finally:
+        m.train(was)
     return forward if ok else None
 
 
