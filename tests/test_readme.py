@@ -1,7 +1,8 @@
-"""Every command in README.md and every example in a command's ``--help`` runs as written (issue 15,
-item 12), on small inputs.
+"""Every command in README.md and in the documentation pages ``docs/*.md``, and every example in a
+command's ``--help``, runs as written (issue 15, item 12; issue 44), on small inputs.
 
-**What runs.** Every ```` ```bash ````, ```` ```sh ```` and ```` ```console ```` block of README.md (in a
+**What runs.** Every ```` ```bash ````, ```` ```sh ```` and ```` ```console ```` block of README.md and of
+each ``docs/*.md`` page, in that order (in a
 console block, the lines after ``$ ``) and every ```` ```python ```` block; and every example line of a
 command's help (``Example: prmkit ...``, ``On 2 CPU processes: prmkit ...``). A shell line (a line ending
 in a backslash goes on) is one test case; a ``NAME=value`` line sets ``$NAME`` for the lines after it.
@@ -10,7 +11,10 @@ shell would); anything else runs under bash with this Python's ``bin`` first on 
 block runs as a doctest if it holds ``>>>``, else it is executed. A line's own comment ``# exits N``
 gives the exit status it must end with (else 0).
 
-**Where.** The lines of one README block run in order in one scratch folder, a fresh copy of the
+A case's id names its file and line (``README.md:57``, ``docs/label.md:40``). Other blocks
+(```` ```text ````, ```` ```toml ````, ...) are not run and take no markers.
+
+**Where.** The lines of one block run in order in one scratch folder, a fresh copy of the
 fixture set; the --help examples share one copy, in the order of the command tree. The fixture set
 (made once, by prmkit's own commands): ``traces.jsonl`` (24 arith traces with labels by construction,
 ``prmkit data derive --env arith``: 6 problems, 4 traces each), ``runs/arith.jsonl`` (2 of them), a tiny
@@ -25,7 +29,7 @@ folder where it is present (lines reading it carry the ``realdata`` marker and s
 it is absent), with ProcessBench's two JSON files cut to their first 20 erroneous and first 20
 error-free samples: scoring them whole takes minutes.
 
-**Markers.** HTML comments, not rendered, right before a README block:
+**Markers.** HTML comments, not rendered, right before a block (in README.md or a docs page):
 
 - ``<!-- readme-test: skip: REASON -->``: the block is not run; pytest shows the reason;
 - ``<!-- readme-test: skip "TEXT": REASON -->``: its lines containing TEXT are not run;
@@ -51,7 +55,8 @@ error-free samples: scoring them whole takes minutes.
 - ``<!-- readme-test: repository -->``: the block runs in a fresh copy of the repository's tracked
   files (what a clean clone has, with this checkout's edits), as the quick start's lines are run
   from a clone; each line may take up to 40 minutes (the quick start installs prmkit into a new
-  virtual environment and runs the whole demo);
+  virtual environment and runs the demo: at the ``--quick`` size, through its ``replace "prmkit
+  demo": prmkit demo --quick`` marker, since the full demo's time is a benchmark record, not a test);
 - ``<!-- readme-test: env NAME=VALUE -->``: its lines run with this environment variable (a relative
   path is inside the scratch folder).
 
@@ -82,6 +87,8 @@ pytest.importorskip("transformers")
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
+#: The files whose blocks run: the README first, then the documentation pages in name order.
+DOC_FILES = [README, *sorted((REPO / "docs").glob("*.md"))]
 
 #: The --help examples' controls: a piece of the example -> ("skip", reason), ("append", args) or
 #: ("env", "NAME=VALUE").
@@ -91,20 +98,20 @@ HELP_CONTROLS: dict[str, tuple[str, str]] = {
         "skip", "derives from all 7,473 GSM8K training problems (about 2 minutes on 2 cores); the "
         "--env arith example runs the same command at a small size"),
     "data derive --env arith": ("append", "--problems 4"),
-    "prmkit generate": ("skip", "the README's first generate line runs this command (SmolLM2, small size)"),
+    "prmkit generate": ("skip", "docs/generate.md's first line runs this command (SmolLM2, small size)"),
     # fine-tunes SmolLM2-135M with LoRA (about 25 minutes on 2 cores); one step of 8 examples: 25 s
     "prmkit policy sft": ("append", "--examples 8 --batch-size 8"),
-    "prmkit label": ("skip", "SmolLM2 rollouts for 24 traces take minutes; the README's label line runs "
-                             "the same command on 2 traces"),
+    "prmkit label": ("skip", "SmolLM2 rollouts for 24 traces take minutes; docs/label.md's label line "
+                             "runs the same command on 2 traces"),
     "prmkit search": ("append", "--problems 1 -n 4 --m 2 --max-depth 2 --step-tokens 16"),
-    "--num-processes 2": ("skip", "the README's training block runs this line"),
+    "--num-processes 2": ("skip", "docs/train.md's training block runs this line"),
     # the fixture set already holds runs/prm (a reader's first run has none): replace it, as asked
     "--config tiny train=[traces.jsonl] output_dir=runs/prm": ("append", "--overwrite"),
-    "accelerate launch": ("skip", "the README's training block runs this line (on 2 CPU processes, with a "
+    "accelerate launch": ("skip", "docs/train.md's training block runs this line (on 2 CPU processes, with a "
                                   "tiny Qwen2 for the 7B model)"),
     "eval prmbench": ("append", "--limit 8"),
     "prmkit cache clear": ("env", "PRMKIT_CACHE=cache"),  # not the cache the other lines use
-    "prmkit serve": ("skip", "the README's serving block starts this same command in the background, "
+    "prmkit serve": ("skip", "docs/serve.md's serving block starts this same command in the background, "
                              "uses it and stops it"),
 }
 
@@ -164,12 +171,13 @@ def _logical_lines(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
     return out
 
 
-def _directives(markers: list[tuple[int, str]], problems: list[str]) -> list[tuple[str, str | None, str]]:
+def _directives(markers: list[tuple[int, str]], problems: list[str],
+                name: str = "README.md") -> list[tuple[str, str | None, str]]:
     out = []
     for no, body in markers:
         m = _DIRECTIVE.fullmatch(body)
         if not m:
-            problems.append(f"README.md:{no}: not a readme-test marker: {body!r}")
+            problems.append(f"{name}:{no}: not a readme-test marker: {body!r}")
             continue
         if m.group(4):
             out.append((m.group(4), None, ""))
@@ -181,10 +189,22 @@ def _directives(markers: list[tuple[int, str]], problems: list[str]) -> list[tup
 
 
 def _readme_cases() -> tuple[list[Case], list[str]]:
-    """The README's cases, and the problems found with its markers."""
+    """The cases of README.md and of every ``docs/*.md`` page, and the problems found with their markers."""
     cases: list[Case] = []
     problems: list[str] = []
-    lines = README.read_text().splitlines()
+    for path in DOC_FILES:
+        more, found = _file_cases(path)
+        cases += more
+        problems += found
+    return cases, problems
+
+
+def _file_cases(path: Path) -> tuple[list[Case], list[str]]:
+    """One file's cases, and the problems found with its markers."""
+    name = path.relative_to(REPO).as_posix()
+    cases: list[Case] = []
+    problems: list[str] = []
+    lines = path.read_text().splitlines()
     markers: list[tuple[int, str]] = []
     i = 0
     while i < len(lines):
@@ -196,7 +216,7 @@ def _readme_cases() -> tuple[list[Case], list[str]]:
         fence = _FENCE.match(line)
         if not fence:
             if line.strip() and markers:
-                problems.append(f"README.md:{markers[0][0]}: a readme-test marker not right before a code block")
+                problems.append(f"{name}:{markers[0][0]}: a readme-test marker not right before a code block")
                 markers = []
             i += 1
             continue
@@ -205,10 +225,10 @@ def _readme_cases() -> tuple[list[Case], list[str]]:
         while j < len(lines) and not lines[j].startswith("```"):
             j += 1
         body = [(k + 1, lines[k]) for k in range(i + 1, j)]
-        directives = _directives(markers, problems)
+        directives = _directives(markers, problems, name)
         markers = []
         i = j + 1
-        group = f"README.md:{no}"
+        group = f"{name}:{no}"
         if lang not in ("bash", "sh", "console", "python"):
             if directives:
                 problems.append(f"{group}: readme-test markers on a {lang or 'plain'} block, which is not run")
@@ -221,7 +241,7 @@ def _readme_cases() -> tuple[list[Case], list[str]]:
         replace = [(target, arg) for k, target, arg in directives if k == "replace"]
         if lang == "python":
             text = "\n".join(ln for _, ln in body)
-            case = Case(group, f"README.md:{no + 1}", text, "python", skip=block_skip, fixtures=fixtures,
+            case = Case(group, f"{name}:{no + 1}", text, "python", skip=block_skip, fixtures=fixtures,
                         env=env, given=given)
             for old, new in replace:
                 if old not in text:
@@ -239,7 +259,7 @@ def _readme_cases() -> tuple[list[Case], list[str]]:
                 continue
             expanded = re.sub(r"\$\{?([A-Za-z_]\w*)\}?",
                               lambda m, v=vars_: v.get(m.group(1), m.group(0)), text)
-            case = Case(group, f"README.md:{k}", expanded, skip=block_skip, fixtures=fixtures, env=env,
+            case = Case(group, f"{name}:{k}", expanded, skip=block_skip, fixtures=fixtures, env=env,
                         given=given, repository=repository)
             if (e := _EXITS.search(text)):
                 case.exits = int(e.group(1))
@@ -263,7 +283,7 @@ def _readme_cases() -> tuple[list[Case], list[str]]:
             case.earlier = [c.text for c in block_cases[:n]]
         cases += block_cases
     if markers:
-        problems.append(f"README.md:{markers[0][0]}: a readme-test marker at the end of the file")
+        problems.append(f"{name}:{markers[0][0]}: a readme-test marker at the end of the file")
     return cases, problems
 
 
@@ -309,9 +329,10 @@ HELP_CASES, HELP_PROBLEMS = _help_cases()
 
 
 def test_the_skipped_test_line_is_what_ci_runs():
-    """The README's test command is the one line it does not run here (it would run this test): it
-    runs in CI, because ``.ci/run`` runs exactly it."""
-    skipped = [c for c in README_CASES if c.skip]
+    """The README's test command is the one line of README.md it does not run here (it would run this
+    test): it runs in CI, because ``.ci/run`` runs exactly it. (A docs page may skip a block that
+    repeats a README line, saying so.)"""
+    skipped = [c for c in README_CASES if c.skip and c.group.startswith("README.md:")]
     assert [c.text for c in skipped] == [_ci_command()], [c.where for c in skipped]
 
 
@@ -325,6 +346,8 @@ def _ci_command() -> str:
 def test_markers_and_controls_match():
     assert not README_PROBLEMS + HELP_PROBLEMS, "\n".join(README_PROBLEMS + HELP_PROBLEMS)
     assert len(README_CASES) > 20 and len(HELP_CASES) > 15  # the extraction found them
+    # every docs page with a runnable block contributed cases
+    assert {c.group.split(":")[0] for c in README_CASES} >= {"README.md", "docs/label.md", "docs/train.md"}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -600,7 +623,8 @@ def _run_case(case: Case, template, tmp_path_factory, capfd, request) -> None:
         os.chdir(cwd)
         try:
             if ">>>" in case.text:
-                test = doctest.DocTestParser().get_doctest(case.text, {}, case.where, str(README), 0)
+                test = doctest.DocTestParser().get_doctest(case.text, {}, case.where,
+                                                           str(REPO / case.where.rsplit(":", 1)[0]), 0)
                 runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
                 runner.run(test)
                 assert not runner.failures, f"{case.where}: {runner.failures} doctest failures"
