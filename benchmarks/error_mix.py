@@ -17,6 +17,7 @@ reproduces the run is printed last.
 
 from __future__ import annotations
 
+import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 import argparse
 import copy
 import re
@@ -240,6 +241,8 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"\n[{et}] {t.id} step {k}: {t.steps[k].text!r}  ({t.steps[k].label(SOURCE).meta.get('reason')})")
     print()
     print("reproduce: python benchmarks/error_mix.py " + shlex.join(sys.argv[1:] if argv is None else argv))
+    _record.record("error_mix", {"real": dict(real_t), "injected_made": dict(made), "injected_classified": dict(inj_t)},
+                   None, goal="injected error types match the policy's own first errors")
 
 
 if __name__ == "__main__":

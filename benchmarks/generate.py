@@ -37,6 +37,7 @@ machine's state moves them (on the 2-core machine of the README, ×2.3 to ×2.6 
 
 from __future__ import annotations
 
+import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 import argparse
 import ctypes
 import json
@@ -401,6 +402,11 @@ def main() -> None:
     default = default_backend()
     for bs in batch_rows if default in backends and default != "hf" else ():
         print(f"ratio default ({default})/hf at {bs} rows: {med[f'{default}@{bs}'] / med[f'hf@{bs}']:.2f}")
+    ratios = {f"default/hf@{bs}": med[f"{default}@{bs}"] / med[f"hf@{bs}"]
+              for bs in batch_rows if default in backends and default != "hf"}
+    _record.record("generate", {"tokens_per_s": med, "default_backend": default, **ratios},
+                   ratios[f"default/hf@{batch_rows[-1]}"] if ratios else None,
+                   goal="the default backend at least ×3 hf's tokens/s at 16 and 64 rows")
 
 
 if __name__ == "__main__":

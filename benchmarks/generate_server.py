@@ -16,6 +16,7 @@ vLLM or llama.cpp's own ``llama-server --parallel N`` batch concurrent requests 
 
 from __future__ import annotations
 
+import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 import argparse
 import os
 import shlex
@@ -114,6 +115,9 @@ def main() -> None:
     print(f"sequential (1 in flight): {seq:.1f} tokens/s")
     print(f"parallel ({args.requests} in flight): {par:.1f} tokens/s")
     print(f"ratio parallel/sequential: {par / seq:.2f}")
+    _record.record("generate_server", {"sequential_tokens_per_s": seq, "parallel_tokens_per_s": par,
+                                       "requests": args.requests}, par / seq,
+                   goal="requests in flight together faster than one at a time")
 
 
 if __name__ == "__main__":

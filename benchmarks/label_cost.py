@@ -29,6 +29,7 @@ solutions with one corrupted step in about 60% of them: it checks the machinery,
 
 from __future__ import annotations
 
+import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 import argparse
 import copy
 import random
@@ -157,6 +158,9 @@ def compare_backends(traces: Sequence[Trace], args: argparse.Namespace, tmp: Pat
               f"(the warm-up counted: {first[backend] / first['hf']:.2f})")
     default = default_backend()
     print(f"ratio rollouts/s default ({default})/hf: {rates[default] / rates['hf']:.2f}")
+    _record.record("label_cost_backends", {"rollouts_per_s": rates, "with_warmup": first, "default_backend": default,
+                                           "traces": len(traces), "k": args.k}, rates[default] / rates["hf"],
+                   goal="Monte Carlo rollouts/s of the default backend against hf's, same labels' quality")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -239,6 +243,8 @@ def main(argv: list[str] | None = None) -> None:
     ratio = binary["rollouts"] / mc["rollouts"] if mc["rollouts"] else float("nan")
     print(f"\nreproduce: {shlex.join(['python', 'benchmarks/label_cost.py', *sys.argv[1:]])}")
     print(f"ratio rollouts binary/linear MC: {ratio:.3f}")
+    _record.record("label_cost", {"rows": rows, "traces": len(traces), "k": args.k, "quick": args.quick},
+                   ratio, goal="binary search at most 0.5× linear Monte Carlo's rollouts, same first-error accuracy")
 
 
 if __name__ == "__main__":

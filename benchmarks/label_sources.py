@@ -25,6 +25,7 @@ last line is the gap between the best label source and ``mc_hard``, the labels t
 
 from __future__ import annotations
 
+import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 import argparse
 import json
 import shlex
@@ -187,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     if "mc_hard" in rows and others:
         best = max(others, key=lambda s: curves.acc[s][j])
         print(f"best-of-{n}: {best} − mc_hard: {_pts(curves.compare(best, 'mc_hard', n))} points")
+    _record.record("label_sources", {"n": n, "problems": curves.problems, "rows": rows}, (
+        curves.compare(best, "mc_hard", n) or {}).get("diff") if "mc_hard" in rows and others else None,
+        goal="better labels give a better best-of-N pick than Monte Carlo's (points over mc_hard)")
     return 0
 
 

@@ -34,6 +34,7 @@ split whole enough (at most 2% of first wrong steps cut), and the command line l
 
 from __future__ import annotations
 
+import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 import argparse
 import shlex
 import statistics
@@ -235,6 +236,10 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  {spec}: {min(ok) if ok else 'none'}")
 
     print("\nreproduce: python benchmarks/long_traces.py " + shlex.join(sys.argv[1:] if argv is None else argv))
+    _record.record("long_traces", {"truncate": [
+        {"model": r.name, "split": s, "max_length": m, "first_wrong_cut": c.wrong_unscored, "erroneous": c.erroneous,
+         "steps_cut": c.steps_unscored, "steps": c.steps} for r, s, m, c in trunc_rows]}, None,
+        goal=f"the shortest max_length cutting at most {GOAL:.0%} of the first wrong steps of every split")
 
 
 if __name__ == "__main__":

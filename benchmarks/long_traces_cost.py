@@ -18,6 +18,7 @@ read whole at both lengths score the same in a decoder; windows change the other
 
 from __future__ import annotations
 
+import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 import argparse
 import json
 import os
@@ -120,6 +121,8 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"{m:>10} {n:>5} {r['tokens']:>7} {r['seconds']:>8.1f} {r['tokens'] / r['seconds']:>8.0f} "
                       f"{r['peak_mib'] - r['loaded_mib']:>8.0f}")
     print("\nreproduce: python benchmarks/long_traces_cost.py " + shlex.join(argv))
+    _record.record("long_traces_cost", {"rows": [{k: v for k, v in r.items() if k != "scores"} for r in rows]}, None,
+                   goal="what reading long traces whole costs in time and memory")
 
 
 if __name__ == "__main__":

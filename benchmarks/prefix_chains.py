@@ -16,6 +16,7 @@ the medians (without / with).
 
 from __future__ import annotations
 
+import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 import argparse
 import shlex
 import statistics
@@ -69,6 +70,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"scores: max difference {worst:.2e}")
     print("command: python " + " ".join(shlex.quote(a) for a in [sys.argv[0], *(argv or sys.argv[1:])]))
     print(f"without / with merging, seconds per call: {med[False] / med[True]:.3f}x")
+    _record.record("prefix_chains", {"seconds_without": med[False], "seconds_with": med[True],
+                                     "max_score_diff": worst}, med[False] / med[True],
+                   goal="merging chains of shared prefixes faster than scoring each link, same scores")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ into best-of-N accuracy. The last line prints the AUROC on steps whose first sym
 
 from __future__ import annotations
 
+import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 import argparse
 import random
 import re
@@ -70,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"({time.perf_counter() - t0:.0f} s)  python benchmarks/result_surprise.py "
           + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])))
     print(f"AUROC of the result's log-probability, right vs slipped: {_auroc(right, slips):.3f}")
+    _record.record("result_surprise", {"steps": len(rows), "right": len(right), "slips": len(slips)},
+                   _auroc(right, slips), goal="the policy's own log-probability of a result separates slips (AUROC)")
     return 0
 
 

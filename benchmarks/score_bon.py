@@ -36,6 +36,7 @@ CPU the time is close to proportional to the tokens run, so ``tokens run`` expla
 
 from __future__ import annotations
 
+import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 import argparse
 import random
 import shlex
@@ -245,6 +246,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"speed-up of prmkit over batched RewardModel.score: {times['batched'] / times['prmkit']:.2f}x")
     print("command:", shlex.join([sys.executable, *sys.argv]))
     print(f"speed-up of prmkit over the card recipe (steps/s ratio): {times['card'] / times['prmkit']:.2f}x")
+    _record.record("score_bon", {"seconds": times, "steps": n_steps, "equal_within_1e-4": ok},
+                   times["card"] / times["prmkit"], goal="prefix-caching scorer faster than the card recipe, same scores")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 import argparse
 import os
 import shlex
@@ -120,6 +121,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"speed ratio bf16 / fp32, PrefixCachingScorer: {ratio['PrefixCachingScorer']:.2f}")
     print("command: " + " ".join([os.path.relpath(sys.executable), *map(shlex.quote, sys.argv)]))
     print(f"speed ratio bf16 / fp32, RewardModel.score: {ratio['RewardModel.score']:.2f}")
+    _record.record("score_precision", {"speed_ratio": ratio, "steps": steps}, ratio["RewardModel.score"],
+                   goal="what bf16 scoring buys over fp32, and how far it moves the scores")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 import argparse
 import random
 import shlex
@@ -146,6 +147,8 @@ def main(argv: list[str] | None = None) -> None:
     print("command:", shlex.join([sys.executable, *sys.argv]))
     print(f"speed-up of incremental over re-scoring whole prefixes: "
           f"{times['rescore'] / times['incremental']:.2f}x")
+    _record.record("search_incremental", {"seconds": times, "same_beams": same, "max_score_diff": diff},
+                   times["rescore"] / times["incremental"], goal="incremental scoring faster than re-scoring, same beams")
     if not same:
         sys.exit(1)
 

@@ -31,6 +31,7 @@ growth after the first window (the issue's goal: < 5% over 10 minutes at moderat
 
 from __future__ import annotations
 
+import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 import argparse
 import asyncio
 import itertools
@@ -346,6 +347,9 @@ def main(argv: list[str] | None = None) -> None:
 
     ratio = steps_per_s(batcheds) / steps_per_s(naives)
     print(f"batched / naive steps/s: {ratio:.2f}x (goal >= 3)")
+    _record.record("serve_load", {"naive_steps_per_s": steps_per_s(naives), "batched_steps_per_s": steps_per_s(batcheds),
+                                  "errors": sum(len(r.errors) for r in runs), "clients": args.clients}, ratio,
+                   goal="prmkit serve at least ×3 the naive server's steps/s")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ common eval loss is within 0.01 of its fp32 run's), with whether their eval loss
 
 from __future__ import annotations
 
+import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 import argparse
 import os
 import sys
@@ -168,6 +169,9 @@ def main(argv: list[str] | None = None) -> None:
     print("command: " + " ".join([os.path.relpath(sys.executable), *sys.argv]))
     print(f"tokens/s ratio prmkit {best['prmkit']} / TRL {best['TRL 1.13.0']} (each at its best precision): "
           f"{ratio(results[('prmkit', best['prmkit'])], results[('TRL 1.13.0', best['TRL 1.13.0'])])}")
+    _record.record("train_vs_trl", {"runs": {f"{n} {p}": r for (n, p), r in results.items()}, "best": best},
+                   results[("prmkit", best["prmkit"])]["tokens_per_s"] / results[("TRL 1.13.0", best["TRL 1.13.0"])]["tokens_per_s"],
+                   goal="prmkit's trainer at least as fast as TRL 1.13's PRMTrainer, same eval loss within 0.01")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@
 
 from __future__ import annotations
 
+import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 import argparse
 import json
 import shlex
@@ -289,6 +290,9 @@ def main(argv: list[str] | None = None) -> int:
         print("PRM (min) − majority: not computed (no PRM scores or no majority vote)")
     else:
         print(f"PRM (min) − majority at N={n}: {_pts(pm)}")
+    _record.record("verifier", {"n": n, "goals": {text: ok for text, ok in goals}},
+                   pm.get("diff") if isinstance(pm, dict) else None,
+                   goal="PRM (min) − majority ≥ +5 points at N=16, the interval excluding 0")
     return 0
 
 

@@ -505,7 +505,9 @@ def _run_shell(case: Case, cwd: Path, capfd) -> tuple[int, str]:
         return code, out.out + out.err
     # A comment would swallow the appended arguments: they go before it.
     command = text if not case.append else _strip_comment(case.text) + f" {case.append}"
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+           # a `python benchmarks/X.py` line appends its record here, not to the repository's results
+           "PRMKIT_BENCH_RESULTS": str(cwd / "bench-results")}
     proc = subprocess.run(["bash", "-e", "-c", command], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=2400 if case.repository else 600)
     return proc.returncode, proc.stdout + proc.stderr
@@ -587,7 +589,7 @@ def _start_server(case: Case, cwd: Path, command: str | None = None, ready: str 
             if not stand_in:
                 _SERVER_SKIPPED[case.group] = why
             pytest.skip(why)
-    env = {**os.environ, **case.env,
+    env = {**os.environ, **case.env, "PRMKIT_BENCH_RESULTS": str(cwd / "bench-results"),
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     log = cwd / f".server-{url.port}.log"
     with log.open("w") as out:
