@@ -33,10 +33,10 @@ REPORT = (5.4, 1.0, "report + card", "verdict with intervals,\nprocess-supervisi
 
 
 def box(ax, x: float, y: float, title: str, detail: str, color: str) -> None:
-    ax.add_patch(FancyBboxPatch((x - 0.42, y - 0.3), 0.84, 0.6, boxstyle="round,pad=0.02",
+    ax.add_patch(FancyBboxPatch((x - 0.45, y - 0.3), 0.9, 0.6, boxstyle="round,pad=0.02",
                                 facecolor=color, edgecolor="#333333", linewidth=1.2))
-    ax.text(x, y + 0.12, title, ha="center", va="center", fontsize=11, fontweight="bold")
-    ax.text(x, y - 0.1, detail, ha="center", va="center", fontsize=7.5, color="#222222")
+    ax.text(x, y + 0.12, title, ha="center", va="center", fontsize=10, fontweight="bold")
+    ax.text(x, y - 0.1, detail, ha="center", va="center", fontsize=7, color="#222222")
 
 
 def arrow(ax, a: tuple[float, float], b: tuple[float, float]) -> None:
