@@ -17,7 +17,6 @@ reproduces the run is printed last.
 
 from __future__ import annotations
 
-import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 import argparse
 import copy
 import re
@@ -27,6 +26,8 @@ from collections import Counter
 from collections.abc import Iterable
 from fractions import Fraction
 from typing import Any
+
+import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 
 from prmkit.data import ERROR_TYPES, ImportReport, inject_errors, read
 from prmkit.envs import SymbolicChecker

@@ -37,7 +37,6 @@ machine's state moves them (on the 2-core machine of the README, ×2.3 to ×2.6 
 
 from __future__ import annotations
 
-import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 import argparse
 import ctypes
 import json
@@ -47,6 +46,8 @@ import shlex
 import statistics
 import sys
 import time
+
+import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 
 from prmkit.envs import ArithConfig, ArithEnv, PromptBuilder
 from prmkit.policies import SamplingParams, default_backend, get_policy

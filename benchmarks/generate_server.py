@@ -16,7 +16,6 @@ vLLM or llama.cpp's own ``llama-server --parallel N`` batch concurrent requests 
 
 from __future__ import annotations
 
-import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 import argparse
 import os
 import shlex
@@ -26,6 +25,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 
 from prmkit.policies import GenerationRequest, SamplingParams
 from prmkit.policies._openai_compat import OpenAICompatPolicy

@@ -29,7 +29,6 @@ solutions with one corrupted step in about 60% of them: it checks the machinery,
 
 from __future__ import annotations
 
-import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 import argparse
 import copy
 import random
@@ -40,6 +39,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 
 from prmkit.envs import ArithConfig, ArithEnv, PromptBuilder, SymbolicChecker
 from prmkit.generate import completion_to_trace, sample_traces

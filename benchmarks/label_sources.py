@@ -25,13 +25,14 @@ last line is the gap between the best label source and ``mc_hard``, the labels t
 
 from __future__ import annotations
 
-import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 import argparse
 import json
 import shlex
 import sys
 import time
 from pathlib import Path
+
+import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 
 SOURCES = ("symbolic", "mc_hard", "mc_soft", "binary_search", "synthetic")
 

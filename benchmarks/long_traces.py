@@ -34,13 +34,14 @@ split whole enough (at most 2% of first wrong steps cut), and the command line l
 
 from __future__ import annotations
 
-import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 import argparse
 import shlex
 import statistics
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 
 from prmkit.data import read
 from prmkit.models import (

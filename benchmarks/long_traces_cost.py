@@ -18,7 +18,6 @@ read whole at both lengths score the same in a decoder; windows change the other
 
 from __future__ import annotations
 
-import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 import argparse
 import json
 import os
@@ -28,6 +27,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

@@ -16,13 +16,14 @@ the medians (without / with).
 
 from __future__ import annotations
 
-import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 import argparse
 import shlex
 import statistics
 import sys
 import time
 from pathlib import Path
+
+import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 

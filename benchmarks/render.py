@@ -152,7 +152,7 @@ def page(records: dict[str, list[dict[str, Any]]], img: Path, img_rel: str) -> s
                   "over `hf`'s (transformers `generate`) at 16 and at 64 rows per batch.", "",
                   "| CPU class | machine | date | default / hf, 16 rows | default / hf, 64 rows |",
                   "| --- | --- | --- | --- | --- |"]
-        for key, rec in sorted(latest_per_machine(records["generate"]).items()):
+        for _key, rec in sorted(latest_per_machine(records["generate"]).items()):
             f = rec.get("figures") or {}
             cls = (rec.get("machine") or {}).get("cpu_class") or "unknown"
             lines.append(f"| {cls} | {_cell(machine_text(rec), 60)} | {_fmt((rec.get('date') or '')[:10] or None)} "
@@ -169,7 +169,7 @@ def page(records: dict[str, list[dict[str, Any]]], img: Path, img_rel: str) -> s
         lines += ["Latest run per machine:", "",
                   "| machine | date | commit | ratio | load before → after | source |",
                   "| --- | --- | --- | --- | --- | --- |"]
-        for key, rec in sorted(latest_per_machine(recs).items()):
+        for _key, rec in sorted(latest_per_machine(recs).items()):
             lines.append(f"| {_cell(machine_text(rec), 70)} | {_fmt((rec.get('date') or '')[:10] or None)} "
                          f"| {_fmt((rec.get('commit') or 'unknown')[:7])} | {_fmt(rec.get('ratio'))} | {_load(rec)} "
                          f"| {rec.get('source', 'run')} |")

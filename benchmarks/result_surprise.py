@@ -12,13 +12,14 @@ into best-of-N accuracy. The last line prints the AUROC on steps whose first sym
 
 from __future__ import annotations
 
-import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 import argparse
 import random
 import re
 import shlex
 import sys
 import time
+
+import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 
 _RESULT = re.compile(r"= (\d+)\.?\s*$")
 

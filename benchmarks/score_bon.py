@@ -36,7 +36,6 @@ CPU the time is close to proportional to the tokens run, so ``tokens run`` expla
 
 from __future__ import annotations
 
-import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 import argparse
 import random
 import shlex
@@ -45,6 +44,8 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
+
+import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 
 from prmkit.envs import ArithConfig, ArithEnv
 from prmkit.models import RewardModel

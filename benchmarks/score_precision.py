@@ -19,7 +19,6 @@
 
 from __future__ import annotations
 
-import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 import argparse
 import os
 import shlex
@@ -28,6 +27,8 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+
+import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 
 from prmkit.data import read
 from prmkit.models import RewardModel, bf16_problem

@@ -23,7 +23,6 @@
 
 from __future__ import annotations
 
-import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 import argparse
 import random
 import shlex
@@ -31,6 +30,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
+import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 from score_bon import apply, load_prm, operations, step_text  # benchmarks/ is on sys.path as a script
 
 from prmkit.envs import ArithConfig, ArithEnv

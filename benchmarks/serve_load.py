@@ -31,7 +31,6 @@ growth after the first window (the issue's goal: < 5% over 10 minutes at moderat
 
 from __future__ import annotations
 
-import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 import argparse
 import asyncio
 import itertools
@@ -46,6 +45,8 @@ import time
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+
+import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 
 
 class Bodies:

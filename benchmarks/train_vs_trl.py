@@ -27,12 +27,13 @@ common eval loss is within 0.01 of its fp32 run's), with whether their eval loss
 
 from __future__ import annotations
 
-import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 import argparse
 import os
 import sys
 import tempfile
 from pathlib import Path
+
+import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 

@@ -27,13 +27,14 @@
 
 from __future__ import annotations
 
-import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 import argparse
 import json
 import shlex
 import sys
 import time
 from pathlib import Path
+
+import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 
 
 def _pct(x: float | None) -> str:

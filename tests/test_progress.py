@@ -82,3 +82,71 @@ def test_progress_bar_off_a_terminal_prints_plain_lines(monkeypatch, clock):
         clock.t += 60
         advance(20)
     assert err.getvalue() == ""
+
+
+def test_work_in_flight_moves_the_count_the_eta_and_the_line(clock):
+    """A batch of 8 problems decoding for minutes: its fraction counts (``4.0/112`` half-way), the ETA
+    is the time per item so far, and the line says what is in flight."""
+    out = io.StringIO()
+    p = PlainProgress(112, "problems", quiet_s=0, file=out)
+    with p.inflight(8):
+        clock.t += 40
+        _progress._ACTIVE.append(p)
+        try:
+            _progress.report_within(0.5, "32/64 rows done, a batch of 32 at token 40/80")
+        finally:
+            _progress._ACTIVE.remove(p)
+        p.tick()
+    assert out.getvalue().splitlines() == [
+        "problems: 4.0/112 (4%), 0:00:40 elapsed, about 0:18:00 left; 8 in progress "
+        "(32/64 rows done, a batch of 32 at token 40/80)"]
+    clock.t += 40
+    p.advance(8)  # the batch's problems count together: the line says 8, never 1 of them alone
+    p.tick()
+    assert out.getvalue().splitlines()[-1] == "problems: 8/112 (7%), 0:01:20 elapsed, about 0:17:20 left"
+
+
+def test_the_heartbeat_keeps_the_promise_while_nothing_reports(clock):
+    out = io.StringIO()
+    p = PlainProgress(10, "labeling", quiet_s=5, file=out)
+    for _ in range(4):  # 4 x 20 s of one long item: a line at 30 s and at 60 s, none before 5 s
+        clock.t += 20
+        p.tick()
+    p.close()
+    assert [ln.split(",")[1].strip() for ln in out.getvalue().splitlines()[:2]] == [
+        "0:00:40 elapsed", "0:01:20 elapsed"]
+
+
+def test_batch_progress_fractions():
+    b = _progress.BatchProgress(100)
+    b.batch(64)
+    assert (b.fraction(0, 80), b.fraction(40, 80), b.fraction(200, 80)) == (0.0, 0.32, 0.64)
+    b.batch(36)
+    assert b.fraction(80, 80) == 1.0 and b.detail(10, 80) == "64/100 rows done, a batch of 36 at token 10/80"
+
+
+def test_sampling_reports_within_a_batch_every_interval_in_a_log(monkeypatch, tmp_path):
+    """The 30-second promise, with a slow scripted policy and the interval made short: one call of
+    8 problems (nothing finishes for ~2 s) prints lines with the requests done inside it, from the
+    heartbeat, and counts the 8 problems together when the call returns."""
+    from prmkit.envs import ArithConfig, ArithEnv
+    from prmkit.generate import generate_file
+    from prmkit.policies import SamplingParams, ScriptedPolicy
+
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    monkeypatch.delenv("FORCE_TERMINAL", raising=False)
+    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
+    monkeypatch.setattr(_progress, "EVERY_S", 0.3)
+    monkeypatch.setattr(_progress, "QUIET_S", 0.0)
+    cfg = ArithConfig(steps=(2, 2))
+    problems = ArithEnv(cfg).problems(16)
+    policy = ScriptedPolicy(["2 + 3 = 5\nThe answer is 5."], delay=0.25)
+    generate_file(tmp_path / "out.jsonl", problems, policy, params=SamplingParams(n=2, max_new_tokens=16),
+                  arith_config=cfg, problems_per_call=8)
+    lines = err.getvalue().splitlines()
+    inside = [ln for ln in lines if "8 in progress" in ln and "requests done" in ln]
+    assert len(inside) >= 3, lines  # ~2 s a call, a line every 0.3 s
+    assert not any(ln.startswith("problems: 1/16") for ln in lines)  # never one problem of a finished batch
+    assert any(ln.startswith(("problems: 8/16 (50%)", "problems: 8.")) for ln in lines), lines
+    assert lines[-1].startswith("problems: done, 16 in ")

@@ -56,6 +56,8 @@ class DemoConfig:
     #: Policy backend (:func:`~prmkit.policies.default_backend`); recorded so a run with another
     #: backend is not resumed into this one.
     policy: str = field(default_factory=lambda: _default_backend())
+    #: The backend's arguments (``prmkit demo -p KEY=VALUE``: ``dtype``, ``model``, ``base_url``, ...).
+    policy_args: dict[str, Any] = field(default_factory=dict)
     mc_traces: int = 8               #: traces that also get Monte Carlo labels
     mc_k: int = 4                    #: rollouts per step prefix
     backbone: str = "minilm"         #: PRM / ORM backbone (a prmkit alias, path or hub id)
@@ -91,6 +93,7 @@ class DemoConfig:
 
 _FIELD_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(DemoConfig)
                                    if f.default is not dataclasses.MISSING}
+_FIELD_DEFAULTS["policy_args"] = {}  # added later: a run without it ran with none
 
 
 def _default_backend() -> str:
@@ -233,7 +236,7 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
     from prmkit.generate import generate_file, hinted_problems, parse_steps
     from prmkit.labelers import LabelReport, LabelStore, MCLabeler, label_stream
     from prmkit.models import RewardModel
-    from prmkit.policies import SamplingParams, get_policy
+    from prmkit.policies import SamplingParams, load_policy
     from prmkit.scoring import add_calculator_scores, add_trace_scores, score_traces_or_skip
     from prmkit.train import TrainConfig, train
 
@@ -252,7 +255,7 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
     hinted_file = out / "hinted.jsonl"
     need_policy = (not stages.done("sample") or (cfg.mc_traces > 0 and not stages.done("mc"))
                    or (cfg.hint_problems > 0 and not stages.done("hints")))
-    policy = get_policy(cfg.policy, batch_size=64, progress=False) if need_policy else None
+    policy = load_policy(cfg.policy, cfg.policy_args, batch_size=64) if need_policy else None
 
     # 1-2. The policy samples N solutions per problem; steps are labelled symbolically (resumable:
     # finished problems stay in samples.jsonl).

@@ -15,7 +15,6 @@ transformers = pytest.importorskip("transformers")
 
 from decode_checks import REQS, req, rows, step_logits_gap, wide_copy  # noqa: E402
 
-from prmkit.policies import native_bf16  # noqa: E402
 from prmkit.policies._torch import decode_support  # noqa: E402
 
 
@@ -134,22 +133,47 @@ def test_unsupported_architecture_uses_generate(tiny_lm, tmp_path):
     assert rows(fast.generate(REQS, sp)) == rows(hf.generate(REQS, sp))
 
 
-def test_auto_dtype_follows_the_hardware(wide_lm, tiny_lm, tmp_path, monkeypatch):
-    from prmkit.policies import _torch
+def test_auto_dtype_follows_choose_compute(wide_lm, tiny_lm, tmp_path, monkeypatch, capsys):
+    """``dtype="auto"`` is :func:`~prmkit.policies.choose_compute`'s choice at the model's shapes
+    (the CPU classes forced; tests/policies/test_compute.py has the rule itself), said in
+    ``describe()`` and one log line; a model the loop cannot run is never offered int8."""
+    from prmkit.policies import _compute
+    from prmkit.policies._compute import CpuInfo
 
-    int8 = _torch._int8_kernel(torch)[0] is not None
-    pol = get_policy("torch", model=wide_lm, progress=False)
-    assert pol.describe()["dtype"] == ("bfloat16" if native_bf16("cpu") else "int8" if int8 else "float32")
-    monkeypatch.setattr(_torch, "native_bf16", lambda device="cpu": False)
-    pol = get_policy("torch", model=wide_lm, progress=False)
-    assert pol.describe()["dtype"] == ("int8" if int8 else "float32")
-    # A model the loop cannot run: "auto" falls back to float32 generate, "int8" is refused.
+    monkeypatch.setenv("PRMKIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(_compute, "_MEMO", {})
+    monkeypatch.setattr("prmkit.policies._base._cpu_int8_problem", lambda: None)
+    asked = []
+
+    def probe(shape, dtypes, **kw):
+        asked.append((shape, list(dtypes)))
+        return {d: {"float32": 10.0, "int8": 4.0, "bfloat16": 3.0}[d] for d in (*dtypes, "float32")}
+
+    monkeypatch.setattr(_compute, "probe", probe)
+    cpus = {"AVX2": CpuInfo("test", "AVX2"), "VNNI": CpuInfo("test", "AVX512", vnni=True),
+            "BF16": CpuInfo("test", "AVX512", vnni=True, avx512_bf16=True)}
+    got = {}
+    for name, cpu in cpus.items():
+        monkeypatch.setattr(_compute, "cpu_info", lambda cpu=cpu: cpu)
+        pol = get_policy("torch", model=wide_lm, progress=False)
+        got[name] = (pol.describe()["dtype"], pol._plan.int8, str(pol.model.dtype))
+    assert got == {"AVX2": ("float32", False, "torch.float32"), "VNNI": ("int8", True, "torch.float32"),
+                   "BF16": ("bfloat16", False, "torch.bfloat16")}
+    cfg = pol.model.config
+    assert asked == [((64, cfg.hidden_size, cfg.intermediate_size), ["int8"]),
+                     ((64, cfg.hidden_size, cfg.intermediate_size), ["bfloat16", "int8"])]
+    err = capsys.readouterr().err
+    assert "torch policy: dtype float32 (no native bfloat16 (AVX512-BF16 or AMX); no int8 dot-product " \
+           "instructions (VNNI or AMX); CPU class AVX2)" in err
+    # Asked for by name: no probe, no choice recorded.
+    assert "compute" not in get_policy("torch", model=wide_lm, dtype="float32", progress=False).describe()
+    # A model the loop cannot run: int8 is not offered ("auto": generate in float32); "int8" is refused.
+    monkeypatch.setattr(_compute, "cpu_info", lambda: cpus["VNNI"])
     folder = _gpt2(tiny_lm, tmp_path)
     pol = get_policy("torch", model=folder, progress=False)
     assert pol.describe()["dtype"] == "float32" and pol.describe()["engine"] == "transformers generate"
-    if int8:
-        with pytest.raises(ValueError, match="decode loop"):
-            get_policy("torch", model=folder, dtype="int8", progress=False)
+    with pytest.raises(ValueError, match="decode loop"):
+        get_policy("torch", model=folder, dtype="int8", progress=False)
 
 
 def test_bfloat16_decodes_and_repeats(wide_lm):

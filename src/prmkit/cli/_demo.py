@@ -9,6 +9,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from prmkit.cli._data import parse_options
+from prmkit.cli._help import policy_help
 from prmkit.cli._paths import input_files
 
 console = Console()
@@ -28,6 +30,10 @@ def demo(
              "its reference solutions (default: a shifted arith configuration, no data needed).",
         callback=input_files)] = None,
     overwrite: Annotated[bool, typer.Option(help="Delete the run folder and start afresh.")] = False,
+    policy: Annotated[str | None, typer.Option(help=policy_help("Policy backend"))] = None,
+    policy_arg: Annotated[list[str] | None, typer.Option(
+        "--policy-arg", "-p", help="Backend argument KEY=VALUE, e.g. -p dtype=float32, or -p "
+        "base_url=http://127.0.0.1:8000/v1 -p model=qwen with --policy openai_compat. Repeatable.")] = None,
 ) -> None:
     """Sample, label, train a PRM and an ORM, evaluate, probe and write the report.
 
@@ -45,7 +51,10 @@ def demo(
     if name not in DEMO_PRESETS:
         raise PrmkitError(f"unknown preset {name!r}; presets: {', '.join(DEMO_PRESETS)}")
     cfg = dataclasses.replace(DEMO_PRESETS[name],
-                              transfer_data=str(transfer_data) if transfer_data is not None else None)
+                              transfer_data=str(transfer_data) if transfer_data is not None else None,
+                              policy_args=parse_options(policy_arg))
+    if policy is not None:
+        cfg = dataclasses.replace(cfg, policy=policy)
     out = out or Path("runs/demo" if name == "full" else f"runs/demo-{name}")
     paths = run_demo(cfg, out, overwrite=overwrite, command="prmkit " + " ".join(sys.argv[1:]))
     import json

@@ -18,8 +18,9 @@ def policy_help(what: str = "Policy") -> str:
     """The help of a ``--policy`` option: the registered backends and the default."""
     from prmkit.policies import POLICIES
 
-    return (f"{what}: a backend ({names(POLICIES)}) or module:attr (default: torch where the "
-            "CPU or GPU computes bfloat16 natively, else ct2 where ctranslate2 is installed, else hf).")
+    return (f"{what}: a backend ({names(POLICIES)}) or module:attr (default: torch, in the dtype "
+            "this CPU or GPU runs fastest, -p dtype=... to choose; else ct2 where ctranslate2 is "
+            "installed, else hf).")
 
 
 def probe_help() -> str:

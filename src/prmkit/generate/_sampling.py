@@ -137,7 +137,9 @@ def sample_traces(problems: Sequence[Problem], policy: Policy, out: str | os.Pat
     with progress_bar(todo, "problems", enabled=progress, transient=False) as advance, \
             TraceWriter(out, append=True) as w:
         for chunk in chunks:
-            results = policy.generate([prompts.request(p, key=_pid(p)) for p in chunk], params)
+            new = sum(_pid(p) not in done for p in chunk)
+            with advance.inflight(new):  # the backend reports its rows and tokens as it goes
+                results = policy.generate([prompts.request(p, key=_pid(p)) for p in chunk], params)
             for p, comps in zip(chunk, results, strict=True):
                 if _pid(p) in done:
                     continue
@@ -155,7 +157,7 @@ def sample_traces(problems: Sequence[Problem], policy: Policy, out: str | os.Pat
                     report.finish[c.finish_reason] += 1
                 if on_problem:
                     on_problem(p, traces)
-                advance(1)
+            advance(new)  # the chunk's problems together: a line never counts one of them alone
     return report
 
 

@@ -401,7 +401,17 @@ class RewardModel:
     @property
     def precision_used(self) -> Precision:
         """What :meth:`score` computes in on this model's device (``precision`` resolved)."""
-        return resolve_precision(self.precision, self.device, auto=SCORE_AUTO)
+        return resolve_precision(self.precision, self.device, auto=SCORE_AUTO, shape=self.compute_shape())
+
+    def compute_shape(self) -> tuple[int, int, int] | None:
+        """``(rows, hidden, intermediate)`` of this backbone's products, for ``auto``'s probe
+        (:func:`~prmkit.policies.choose_compute`); None where the config does not say."""
+        cfg = getattr(self.model, "config", None)
+        hidden = getattr(cfg, "hidden_size", None)
+        if not isinstance(hidden, int):
+            return None
+        inter = getattr(cfg, "intermediate_size", None)
+        return (64, hidden, inter if isinstance(inter, int) else 4 * hidden)
 
     def collate(self, batch: Sequence[Encoded]) -> dict[str, Any]:
         """Right-padded tensors plus the flat (row, position) index of every label position."""
@@ -567,7 +577,7 @@ class RewardModel:
     def _score_parts(self, parts: Sequence[Sequence[Encoded]], batch_size: int,
                      progress: bool) -> list[list[float | None]]:
         _torch()  # a clear error where torch is missing
-        from prmkit._progress import progress_bar
+        from prmkit._progress import BatchProgress, progress_bar
 
         whole = [e for p in parts for e in p if not e.is_window]
         windows = [e for p in parts for e in p if e.is_window]
@@ -576,13 +586,15 @@ class RewardModel:
         try:
             with (self.precision_used.inference(self.device),
                   progress_bar(len(whole) + len(windows), "scoring", enabled=progress) as advance):
-                first = self._position_probs(whole, batch_size, advance)
-                rest = self._position_probs(windows, batch_size, advance)
+                done = BatchProgress(len(whole) + len(windows), unit="inputs")  # within a stage's batch
+                first = self._position_probs(whole, batch_size, advance, done)
+                rest = self._position_probs(windows, batch_size, advance, done)
         finally:
             self.model.train(was_training)
         return self.join_scores(parts, first, rest)
 
-    def _position_probs(self, encoded: Sequence[Encoded], batch_size: int, advance: Any) -> list[list[float]]:
+    def _position_probs(self, encoded: Sequence[Encoded], batch_size: int, advance: Any,
+                        done: Any = None) -> list[list[float]]:
         """P(correct) at every position of every input: length-sorted, right-padded batches."""
         order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
         out: list[list[float]] = [[] for _ in encoded]
@@ -599,6 +611,8 @@ class RewardModel:
                 out[i] = p[at:at + k]
                 at += k
             advance(len(idx))
+            if done is not None:
+                done.add(len(idx))
         return out
 
     def describe(self) -> dict[str, Any]:

@@ -124,12 +124,16 @@ def _cpu_bf16_problem() -> str | None:
     return None
 
 
-def resolve_precision(requested: str, device: Any, *, auto: str) -> Precision:
+def resolve_precision(requested: str, device: Any, *, auto: str,
+                      shape: tuple[int, int, int] | None = None) -> Precision:
     """What ``requested`` (``auto`` / ``fp32`` / ``bf16``) computes in on ``device``.
 
     ``auto`` means the caller's measured default (``auto=``: ``bf16`` or ``fp32``); where bf16 is
     wanted (``bf16``, or ``auto`` resolving to it) and :func:`bf16_problem` finds a problem, the result
-    is fp32 with the problem as its ``note``.
+    is fp32 with the problem as its ``note``. ``auto`` on a CPU also asks
+    :func:`~prmkit.policies.choose_compute` (the rule the ``torch`` policy follows) whether bf16 is
+    faster than fp32 at ``shape`` (``(rows, hidden, intermediate)``; default SmolLM2's sizes), and
+    computes in fp32, saying why, where it is not.
     """
     if requested not in PRECISIONS:
         raise PrmkitError(f"precision must be one of {', '.join(PRECISIONS)}, got {requested!r}")
@@ -139,6 +143,12 @@ def resolve_precision(requested: str, device: Any, *, auto: str) -> Precision:
     if want == "fp32":
         return Precision(requested, "fp32")
     problem = bf16_problem(device)
+    if problem is None and requested == "auto" and _device_type(device) == "cpu":
+        from prmkit.policies import choose_compute
+
+        choice = choose_compute("cpu", shape=shape, candidates=("bfloat16",))
+        if choice.dtype != "bfloat16":
+            problem = choice.reason
     if problem is None:
         return Precision(requested, "bf16")
     return Precision(requested, "fp32", problem)

@@ -1,6 +1,6 @@
 """Generation backends behind one interface: ``torch`` (prmkit's own batched decode loop over
-transformers weights, bfloat16 where the hardware computes it natively, int8 products on other CPUs —
-the local default), ``ct2`` (CTranslate2 int8, the default only without torch or transformers), ``hf`` (transformers ``generate``, GGUF included),
+transformers weights, in the dtype :func:`choose_compute` finds fast on this device — the local
+default), ``ct2`` (CTranslate2 int8, the default only without torch or transformers), ``hf`` (transformers ``generate``, GGUF included),
 ``openai_compat``
 (vLLM, llama.cpp server, Ollama) and ``scripted`` (deterministic, for tests).
 
@@ -29,6 +29,7 @@ from prmkit.policies._cache import (
     inductor_cache_dir,
     use_inductor_cache,
 )
+from prmkit.policies._compute import ComputeChoice, CpuInfo, choose_compute, cpu_info
 from prmkit.policies._hf import cache_dir, default_policy_model, gguf_cache_dir, load_causal_lm
 from prmkit.policies._openai_compat import (
     PolicyConnectionError,
@@ -44,4 +45,4 @@ __all__ = ["POLICIES", "Completion", "GenerationRequest", "Policy", "SamplingPar
            "PolicyConnectionError", "PolicyTimeoutError", "PolicyHTTPError", "PolicyResponseError", "load_policy",
            "native_bf16", "int8_problem", "cache_dir", "default_policy_model", "gguf_cache_dir", "load_causal_lm",
            "CACHE_KINDS", "CacheEntry", "cache_entries", "clear_cache", "inductor_cache_dir",
-           "use_inductor_cache"]
+           "use_inductor_cache", "ComputeChoice", "CpuInfo", "choose_compute", "cpu_info"]

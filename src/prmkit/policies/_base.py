@@ -177,12 +177,13 @@ def _cpu_int8_problem() -> str | None:
 
 
 def default_backend() -> str:
-    """The local backend used when none is named: ``torch`` (prmkit's decode loop; bfloat16 where the
-    CPU or GPU computes it natively, int8 products on other CPUs) where torch and transformers are
-    installed; else ``ct2`` (CTranslate2 int8) where ``ctranslate2`` is installed; else ``hf``.
+    """The local backend used when none is named: ``torch`` (prmkit's decode loop, in the dtype
+    :func:`~prmkit.policies.choose_compute` finds fast on this device) where torch and transformers
+    are installed; else ``ct2`` (CTranslate2 int8) where ``ctranslate2`` is installed; else ``hf``.
 
     In ``benchmarks/generate.py``: about ×2-2.7 ``hf`` in bfloat16 on CPUs with AVX512-BF16 or AMX,
-    and ×2-2.5 in int8 on an AVX-512 CPU without them, where ``ct2`` ran at ×0.7-0.8 ``hf``."""
+    ×3 in int8 on an AVX-512 VNNI CPU without them (where ``ct2`` ran at ×0.7-0.8 ``hf``); on an
+    AVX2-only CPU it runs float32 (``docs/benchmarks.md`` has each CPU class measured)."""
     import importlib.util
 
     if all(importlib.util.find_spec(m) is not None for m in ("torch", "transformers")):

@@ -11,7 +11,9 @@ Its folders, one per kind of entry, each entry a folder named ``<source>-<key>``
 - ``backbones/``: the tiny test backbone, built from a seed; versioned by its name;
 - ``inductor/``: what ``torch.compile`` compiled for the ``torch`` backend's int8 loop and for int8
   training (``TORCHINDUCTOR_CACHE_DIR`` unless the user set it: :func:`use_inductor_cache`), one
-  folder per torch version; inductor keys the files inside by what they compile.
+  folder per torch version; inductor keys the files inside by what they compile;
+- ``compute/``: ``dtype="auto"`` / ``precision="auto"``'s decisions (:func:`~prmkit.policies.choose_compute`),
+  one small JSON file per CPU identity, thread count, torch version and probed shape.
 
 Entries are written to a ``.tmp-*`` folder, flushed to disk (every file, then the folder) and renamed
 when complete (``prmkit._jsonio.publish_folder``), so a ``.tmp-*`` folder is an interrupted conversion
@@ -44,7 +46,10 @@ CACHE_KINDS: dict[str, str] = {
     "backbones": "the tiny test backbone; versioned by its name",
     "inductor": "torch.compile's kernels for the torch backend's int8 loop and int8 training; one "
                 "folder per torch version, inductor's own keys inside",
+    "compute": "what dtype=auto / precision=auto chose on this machine (choose_compute's probe); keyed by "
+               "the CPU, thread count, torch version and product shape",
 }
+
 
 def inductor_cache_dir() -> Path:
     """Where ``torch.compile`` keeps what prmkit compiles (unless ``TORCHINDUCTOR_CACHE_DIR`` is
@@ -117,6 +122,8 @@ def _entry(kind: str, path: Path) -> CacheEntry:
         key = m.group(1)
     elif kind == "gguf" and (m := _OLD_GGUF_KEY.search(name)):
         key, note = m.group(1), "an older key (size, modification time): never read"
+    elif kind == "compute":
+        key = name.split("-", 1)[0]
     elif kind in ("backbones", "inductor"):
         key = name.rsplit("-", 1)[-1]
     elif kind == "other":

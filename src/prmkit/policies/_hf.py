@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from prmkit._progress import progress_bar
+from prmkit._progress import BatchProgress, progress_bar
 from prmkit._weights import check_safe_weights
 from prmkit.errors import MissingDependencyError, PrmkitError
 from prmkit.policies._base import Completion, GenerationRequest, SamplingParams, apply_stop, derive_seed
@@ -250,6 +250,19 @@ def _counter_gumbel(keys: Any, tokens: Any) -> Any:
     return -torch.log(-torch.log(_counter_uniform(keys, tokens)))
 
 
+class _StepReport:
+    """A logits processor that changes nothing and reports each decode step of ``generate`` as
+    within-batch progress (:class:`~prmkit._progress.BatchProgress`)."""
+
+    def __init__(self, batches: BatchProgress, steps: int) -> None:
+        self.batches, self.steps, self.t = batches, steps, 0
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        self.t += 1
+        self.batches.step(self.t, self.steps)
+        return scores
+
+
 class _RowSampler:
     """Per-row seeded sampling from ``softmax(logits / T)`` (top-p applied first), by the Gumbel-max
     trick with counter-based noise, drawn only where it can matter.
@@ -398,6 +411,7 @@ class HFPolicy:
         self.device = str(self.model.device)
         use_chat_template(self.tokenizer, chat_template, self.model_id)
         self._shared_cache: dict[tuple[int, ...], Any] = {}
+        self._batches = BatchProgress(1)
         # transformers 5.2x renamed ``past_key_values`` to ``cache``; use whichever this one takes.
         import inspect
 
@@ -434,8 +448,10 @@ class HFPolicy:
             for k in range(params.n):
                 rows.append((r, ids, shared, derive_seed(params.seed, req.key or self.render(req), k)))
         out: list[list[Completion]] = [[] for _ in requests]
+        self._batches = BatchProgress(len(rows))  # within-batch progress, reported by each decode step
         with progress_bar(len(rows), f"sampling ({self.model_id})", enabled=self.progress) as advance:
             for chunk in self._chunks(rows, params.n):
+                self._batches.batch(len(chunk))
                 for (r, *_), comp in zip(chunk, self._generate_rows(chunk, params, torch), strict=True):
                     out[r].append(comp)
                 advance(len(chunk))
@@ -572,6 +588,10 @@ class HFPolicy:
         if params.stop:
             kwargs["stop_strings"] = list(params.stop)
             kwargs["tokenizer"] = tok
+        from transformers import LogitsProcessorList
+
+        kwargs["logits_processor"] = LogitsProcessorList(
+            [*kwargs.get("logits_processor", []), _StepReport(self._batches, params.max_new_tokens)])
         with torch.no_grad():
             out = self.model.generate(input_ids=input_ids, **kwargs)
         return out[:, width:].tolist()

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from prmkit._progress import report_within
 from prmkit.errors import PrmkitError
 from prmkit.policies._base import Completion, GenerationRequest, SamplingParams, apply_stop, derive_seed
 
@@ -80,10 +81,11 @@ class ScriptedPolicy:
     def generate(self, requests: Sequence[GenerationRequest], params: SamplingParams
                  ) -> list[list[Completion]]:
         out = []
-        for req in requests:
+        for i, req in enumerate(requests):
             self.requests.append(req)
             if self.delay > 0:
                 time.sleep(self.delay)
+                report_within((i + 1) / len(requests), f"{i + 1}/{len(requests)} requests done")
             row = []
             for k in range(params.n):
                 text, stopped = apply_stop(self._pick(req, params, k), params.stop)

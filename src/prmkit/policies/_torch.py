@@ -28,11 +28,13 @@ Supported architectures: Llama-style decoders (``llama``, ``qwen2``, ``mistral``
 window) — the model family of the embedded default and most small open models. Anything else falls
 back to ``model.generate`` (``describe()["engine"]`` says which ran).
 
-``dtype="auto"`` (the default) is bfloat16 where :func:`~prmkit.policies.native_bf16` says the device
-computes it natively (AVX512-BF16 or AMX; a CUDA device with bfloat16), int8 on any other CPU where
-``torch._int_mm`` works (and the loop can run the model), float32 otherwise. bfloat16 and int8
-change the logits by rounding, so sampled texts differ from float32's; ``benchmarks/generate.py
---quality`` compares the pass@1 they reach.
+``dtype="auto"`` (the default) is what :func:`~prmkit.policies.choose_compute` finds fast here: on a
+CUDA device bfloat16 where it has it; on a CPU bfloat16 where it computes it natively (AVX512-BF16
+or AMX) and int8 where it has int8 dot products (VNNI or AMX) and the loop can run the model, each
+only where a micro-probe at the model's shapes shows it beating float32; float32 otherwise (an
+AVX2-only CPU: there int8 products are 5-50x slower than float32's). ``describe()["compute"]`` says
+what was chosen and why. bfloat16 and int8 change the logits by rounding, so sampled texts differ
+from float32's; ``benchmarks/generate.py --quality`` compares the pass@1 they reach.
 
 ``dtype="int8"`` (a CPU): the loop's products in int8 (:func:`_int8_kernel`: weights quantized once
 per output channel, each input row when it comes, integer sums by ``torch._int_mm``), with
@@ -58,8 +60,9 @@ import functools
 import warnings
 from typing import Any
 
-from prmkit.policies._base import SamplingParams, int8_problem, native_bf16
+from prmkit.policies._base import SamplingParams, int8_problem
 from prmkit.policies._cache import use_inductor_cache
+from prmkit.policies._compute import ComputeChoice, choose_compute
 from prmkit.policies._hf import HFPolicy, _RowSampler, _torch
 
 __all__ = ["TorchPolicy", "decode_support"]
@@ -554,8 +557,8 @@ def _attend(q: Any, pk: Any, pv: Any, mask: Any, keys: Any, values: Any, t: int,
 class TorchPolicy(HFPolicy):
     """A ``transformers`` causal LM decoded by prmkit's own batched loop (see the module docstring).
 
-    Takes what ``hf`` takes; ``dtype="auto"``: bfloat16 where the device computes it natively, else
-    int8 on a CPU (float32 where that cannot run), else float32; ``"int8"``, ``"bfloat16"`` and
+    Takes what ``hf`` takes; ``dtype="auto"``: what :func:`~prmkit.policies.choose_compute` finds
+    fast here (see the module docstring; :attr:`compute` says why); ``"int8"``, ``"bfloat16"`` and
     ``"float32"`` ask for one. ``batch_size``: rows decoded together (rows of several requests share a batch; a CPU
     decode step costs little more for 64 rows than for 16).
     """
@@ -572,22 +575,33 @@ class TorchPolicy(HFPolicy):
         dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
         cpu = str(dev).startswith("cpu")
         auto = dtype == "auto"
-        if auto:
-            dtype = ("bfloat16" if native_bf16(dev) else
-                     "int8" if cpu and _int8_kernel(torch)[0] is not None else "float32")
+        #: What ``dtype="auto"`` chose and why (None: a dtype was asked for).
+        self.compute: ComputeChoice | None = None
+        if auto and not cpu:
+            self.compute = choose_compute(dev, candidates=("bfloat16",))
+            dtype = self.compute.dtype
         int8 = dtype == "int8"
         if int8 and not cpu:
             raise ValueError(f"dtype='int8' runs on a CPU, not on {dev!r}: use bfloat16 or float32 there")
+        # On a CPU "auto" loads float32 and decides once the model's shapes are known (below).
+        load_dtype = "float32" if int8 or (auto and cpu) else dtype
         super().__init__(model, gguf_file=gguf_file, adapter=adapter, batch_size=batch_size,
-                         device=device, dtype="float32" if int8 else dtype, chat_template=chat_template,
+                         device=device, dtype=load_dtype, chat_template=chat_template,
                          trust_remote_code=trust_remote_code, progress=progress,
                          allow_pickle=allow_pickle)
         self.fallback = decode_support(self.model)
         if int8 and self.fallback is not None:
-            if not auto:
-                raise ValueError(f"dtype='int8' needs prmkit's decode loop, which cannot run this model: "
-                                 f"{self.fallback}")
-            int8 = False  # "auto": transformers' generate in float32
+            raise ValueError(f"dtype='int8' needs prmkit's decode loop, which cannot run this model: "
+                             f"{self.fallback}")
+        if auto and cpu:
+            cfg = self.model.config
+            shape = (min(batch_size, 64), cfg.hidden_size, getattr(cfg, "intermediate_size", 4 * cfg.hidden_size))
+            candidates = ("bfloat16", "int8") if self.fallback is None else ("bfloat16",)
+            self.compute = choose_compute("cpu", shape=shape, candidates=candidates)
+            int8 = self.compute.dtype == "int8"
+            if self.compute.dtype == "bfloat16":
+                self.model.to(torch.bfloat16)
+            _log_choice(self.compute)
         self._plan = None
         if self.fallback is None:
             self._plan = _Plan(self.model, torch, int8=int8, calibration=self._calibration_ids() if int8 else None)
@@ -608,6 +622,8 @@ class TorchPolicy(HFPolicy):
     def describe(self) -> dict[str, Any]:
         out = super().describe()
         out["engine"] = "prmkit decode loop" if self._plan is not None else "transformers generate"
+        if self.compute is not None:
+            out["compute"] = self.compute.describe()
         if self._plan is not None and self._plan.int8:
             out["dtype"] = "int8"
         if self._plan is not None:
@@ -685,6 +701,7 @@ class TorchPolicy(HFPolicy):
             out: list[list[int]] = [[] for _ in range(rows)]
             live = list(range(rows))  # the chunk's row of each row still decoded
             for t in range(params.max_new_tokens):
+                self._batches.step(t, params.max_new_tokens)
                 logits = plan.step(tokens, positions, kv, t, torch)
                 picked = (sampler.pick(logits) if sampler is not None else logits.argmax(dim=-1)).tolist()
                 for j, token in enumerate(picked):
@@ -775,6 +792,13 @@ def _layers_per_call(layers: int, most: int = 3) -> int:
     [3, 2, 3, 2, 1, 1]
     """
     return next(k for k in range(min(most, max(layers, 1)), 0, -1) if layers % k == 0)
+
+
+def _log_choice(choice: ComputeChoice) -> None:
+    """The one log line of ``dtype="auto"``'s choice, on stderr (progress and logs go there)."""
+    import sys
+
+    print(f"torch policy: dtype {choice.describe()}", file=sys.stderr, flush=True)
 
 
 def _compile_choice(value: bool | str) -> bool | str:

@@ -329,7 +329,8 @@ class PrefixCachingScorer:
         self.min_saved_tokens = max(1, min_saved_tokens)
         self.merge_chains = merge_chains
         self.stats = ScoringStats()
-        self.precision = resolve_precision(precision or rm.precision, rm.device, auto=SCORE_AUTO)
+        self.precision = resolve_precision(precision or rm.precision, rm.device, auto=SCORE_AUTO,
+                                           shape=rm.compute_shape())
         self._store = _PrefixStore(max_cached_tokens)
         self.unsupported_reason = _unsupported(rm)
         self._cache_kw = _cache_keyword(rm) if self.unsupported_reason is None else None

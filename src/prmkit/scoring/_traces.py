@@ -248,7 +248,8 @@ def score_file(inp: str | os.PathLike, out: str | os.PathLike, scorer: StepScore
         with TraceWriter(partial) as w, progress_bar(total, "scoring", enabled=progress,
                                                      transient=False) as advance:
             while batch := list(itertools.islice(traces, max(1, chunk))):
-                report.skipped += _score_chunk(scorer, batch, key, aggregate)
+                with advance.inflight(len(batch)):
+                    report.skipped += _score_chunk(scorer, batch, key, aggregate)
                 for t in batch:
                     v = (t.meta.get("scores") or {}).get(agg_key)
                     if v is not None:

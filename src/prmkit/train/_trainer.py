@@ -41,7 +41,7 @@ from prmkit._jsonio import publish_folder, publish_into
 from prmkit.errors import MissingDependencyError, PrmkitError
 from prmkit.eval import auroc, first_error_accuracy
 from prmkit.models import RM_CONFIG, Encoded, Precision, RewardModel, fp32_attention, resolve_precision
-from prmkit.policies import int8_problem, use_inductor_cache
+from prmkit.policies import cpu_info, int8_problem, use_inductor_cache
 from prmkit.provenance import TrainProvenance
 from prmkit.train._config import TrainConfig
 from prmkit.train._data import DataReport, encode_traces, length_batches, read_trace_files, split_by_problem
@@ -142,7 +142,7 @@ def evaluate_encoded(rm: RewardModel, encoded: list[Encoded], *, batch_size: int
     _torch()  # a clear error where torch is missing
     if not encoded:
         return {}
-    prec = resolve_precision(precision, rm.device, auto=TRAIN_AUTO)
+    prec = resolve_precision(precision, rm.device, auto=TRAIN_AUTO, shape=rm.compute_shape())
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
     preds: list[list[float]] = [[] for _ in encoded]
     loss_sum, count = 0.0, 0
@@ -265,6 +265,9 @@ def train(cfg: TrainConfig, *, log=print) -> TrainResult:
         prec = Precision("int8", "int8") if problem is None else Precision("int8", "fp32", problem)
         if problem is None:  # what it compiles kept in prmkit's cache, as the decode loop's is
             use_inductor_cache()
+            if not cpu_info().fast_int8:  # asked for by name: done, but the user should know the cost
+                say(f"warning: this CPU ({cpu_info().cpu_class}) has no int8 dot-product instructions "
+                    "(VNNI or AMX): int8 products are slower than fp32 here; precision=auto trains in fp32")
     else:
         prec = resolve_precision(cfg.precision, acc.device, auto=TRAIN_AUTO)
     # Weights (and so AdamW's state) in float32 unless dtype says otherwise, on every device: a model
