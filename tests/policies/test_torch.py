@@ -478,17 +478,18 @@ def test_compile_failure_decodes_eagerly_with_a_warning(wide_lm):
 
 
 def test_compile_auto_is_for_int8_models_of_some_size(wide_lm, monkeypatch):
-    """``compile="auto"`` (the default) compiles the int8 loop of a model of at least
-    ``COMPILE_MIN_PARAMETERS`` parameters (compiling costs seconds a process, which a tiny model never
-    repays); never the float32 loop (whose logits equal transformers'); ``-p compile=...`` strings
-    are read; anything else is refused."""
+    """``compile="auto"`` (the default) compiles the int8 loop, and the float32 loop on a CPU, of a
+    model of at least ``COMPILE_MIN_PARAMETERS`` parameters (compiling costs seconds a process, which
+    a tiny model never repays); never the bfloat16 one; ``-p compile=...`` strings are read; anything
+    else is refused."""
     from prmkit.policies import _torch as T
 
     _int8_kernel_or_skip()
     assert get_policy("torch", model=wide_lm, dtype="int8", progress=False)._plan.compiled is None
     monkeypatch.setattr(T, "COMPILE_MIN_PARAMETERS", 1)
     assert get_policy("torch", model=wide_lm, dtype="int8", progress=False)._plan.compiled is not None
-    assert get_policy("torch", model=wide_lm, dtype="float32", progress=False)._plan.compiled is None
+    assert get_policy("torch", model=wide_lm, dtype="float32", progress=False)._plan.compiled is not None
+    assert get_policy("torch", model=wide_lm, dtype="bfloat16", progress=False)._plan.compiled is None
     assert get_policy("torch", model=wide_lm, dtype="int8", compile="false", progress=False)._plan.compiled is None
     with pytest.raises(ValueError, match="compile must be true, false or 'auto', got 'sometimes'"):
         get_policy("torch", model=wide_lm, dtype="int8", compile="sometimes", progress=False)

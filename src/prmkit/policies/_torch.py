@@ -46,12 +46,16 @@ AMX the int8 products run at 0.25-0.57 TMAC/s, bound by the kernel, not by memor
 most of a step is small operations. Rows stay independent of their batch (every scale is a row's or
 a channel's, integer sums are exact).
 
-``compile="auto"`` (the default) runs the int8 loop's layers through ``torch.compile`` (inductor)
-for models of at least ``COMPILE_MIN_PARAMETERS`` parameters (:meth:`_Plan.compile`): it fuses those
-small operations, at the cost of seconds of compiling once a process. The norms' sums then run in
-another order, so a compiled decode's logits differ from the eager int8 loop's by rounding (and now
-and then an int8 rounding of an activation); rows stay independent of their batch (tested).
-``compile=False`` keeps the eager loop; ``compile=True`` compiles whatever the dtype.
+``compile="auto"`` (the default) runs the layers of the int8 loop, and of the float32 loop on a CPU,
+through ``torch.compile`` (inductor) for models of at least ``COMPILE_MIN_PARAMETERS`` parameters
+(:meth:`_Plan.compile`): it fuses those small operations, at the cost of seconds of compiling once a
+process. The norms' sums then run in another order, so a compiled decode's logits differ from the
+eager loop's by rounding (and now and then an int8 rounding of an activation); rows stay independent
+of their batch (tested). On an AVX2-only CPU, where ``auto`` runs float32, the compiled float32 loop
+decodes SmolLM2 at 16 rows about 1.3x faster than the eager one (95-106 against 73-76 tokens/s
+on 2 cores), where the eager one only tied ``hf``. Below that size, and where the loop is eager,
+float32 gives ``hf``'s completions. ``compile=False`` keeps the eager loop; ``compile=True``
+compiles whatever the dtype.
 """
 
 from __future__ import annotations
@@ -605,7 +609,9 @@ class TorchPolicy(HFPolicy):
         self._plan = None
         if self.fallback is None:
             self._plan = _Plan(self.model, torch, int8=int8, calibration=self._calibration_ids() if int8 else None)
-            if compile is True or (compile == "auto" and int8 and _parameters(self.model) >= COMPILE_MIN_PARAMETERS):
+            fp32_cpu = cpu and not int8 and self.model.dtype == torch.float32
+            if compile is True or (compile == "auto" and (int8 or fp32_cpu)
+                                   and _parameters(self.model) >= COMPILE_MIN_PARAMETERS):
                 self._plan.compile()
 
     def _calibration_ids(self) -> list[int]:
