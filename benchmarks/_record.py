@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["start", "record", "machine", "cpu_class", "results_folder", "FLAGS"]
+__all__ = ["start", "record", "machine", "results_folder", "FLAGS"]
 
 #: The CPU flags that decide how fast (and how exactly) prmkit's CPU paths run: int8 products use VNNI,
 #: bfloat16 is native with AVX512-BF16 or AMX.
@@ -77,43 +77,15 @@ def _cpuinfo() -> tuple[str, set[str]]:
     return model, flags
 
 
-def cpu_class(flags: dict[str, bool], capability: str | None = None) -> str:
-    """A short name for what the CPU offers prmkit: ``AMX``, ``AVX512-BF16``, ``AVX512-VNNI``, ``AVX512``,
-    ``AVX-VNNI``, ``AVX2`` or ``other``.
-
-    >>> cpu_class({"avx2": True, "avx512f": True, "avx512_vnni": True})
-    'AVX512-VNNI'
-    >>> cpu_class({"avx2": True}, "AVX2")
-    'AVX2'
-    """
-    if flags.get("amx_tile") or flags.get("amx_int8"):
-        return "AMX"
-    if flags.get("avx512_bf16"):
-        return "AVX512-BF16"
-    if flags.get("avx512_vnni"):
-        return "AVX512-VNNI"
-    if flags.get("avx512f"):
-        return "AVX512"
-    if flags.get("avx_vnni"):
-        return "AVX-VNNI"
-    if flags.get("avx2") or (capability or "").upper().startswith("AVX2"):
-        return "AVX2"
-    return "other"
-
-
 def machine() -> dict[str, Any]:
     """This machine as a record states it."""
     model, present = _cpuinfo()
     flags = {f: f in present for f in FLAGS}
-    capability = None
-    try:
-        import torch
+    from prmkit.policies import cpu_info  # the class prmkit's own dtype="auto" decides by
 
-        capability = str(torch.backends.cpu.get_cpu_capability())
-    except Exception:  # torch missing, or too old to say
-        pass
-    return {"cpu_model": model, "cpu_flags": flags, "torch_cpu_capability": capability,
-            "cpu_class": cpu_class(flags, capability), "cores": os.cpu_count()}
+    info = cpu_info()
+    return {"cpu_model": model, "cpu_flags": flags, "torch_cpu_capability": info.capability,
+            "cpu_class": info.cpu_class, "cores": os.cpu_count()}
 
 
 def _commit() -> str:
