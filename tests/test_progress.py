@@ -150,3 +150,27 @@ def test_sampling_reports_within_a_batch_every_interval_in_a_log(monkeypatch, tm
     assert not any(ln.startswith("problems: 1/16") for ln in lines)  # never one problem of a finished batch
     assert any(ln.startswith(("problems: 8/16 (50%)", "problems: 8.")) for ln in lines), lines
     assert lines[-1].startswith("problems: done, 16 in ")
+
+
+def test_labeling_reports_within_its_rollouts_in_a_log(monkeypatch, tmp_path):
+    """Labeling: the rollouts of one trace take seconds, and the log says how many of the current
+    call's requests are done, at the (here shortened) interval, before any trace is finished."""
+    from prmkit.labelers import MCLabeler, label_file
+    from prmkit.policies import ScriptedPolicy
+    from prmkit.trace import Problem, Step, Trace, write_traces
+
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    monkeypatch.delenv("FORCE_TERMINAL", raising=False)
+    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
+    monkeypatch.setattr(_progress, "EVERY_S", 0.3)
+    monkeypatch.setattr(_progress, "QUIET_S", 0.0)
+    steps = [Step("2 + 3 = 5"), Step("5 + 1 = 6"), Step("6 - 1 = 5"), Step("5 * 1 = 5"),
+             Step("The answer is 5.", kind="final")]
+    traces = [Trace(id=f"t{i}", problem=Problem("What is 2 + 3?", answer="5"), steps=steps) for i in range(2)]
+    write_traces(traces, tmp_path / "in.jsonl")
+    policy = ScriptedPolicy(["The answer is 5."], delay=0.3)  # 4 prefixes a trace: ~1.2 s a call
+    label_file(tmp_path / "in.jsonl", tmp_path / "out.jsonl", MCLabeler(policy, k=2, workers=0),
+               store=":memory:")
+    lines = err.getvalue().splitlines()
+    assert any(ln.startswith("labeling (mc): 0/2") and "requests done" in ln for ln in lines), lines

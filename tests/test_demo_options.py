@@ -1,0 +1,47 @@
+"""``prmkit demo --policy NAME -p KEY=VALUE`` (issue 43): no default can trap a user. The options reach
+the demo's config, are recorded in its settings, and a rerun with other ones is refused."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+import prmkit.demo as demo
+from prmkit.cli import app
+
+
+def test_policy_and_its_arguments_reach_the_demo(monkeypatch, tmp_path):
+    seen = {}
+
+    def fake_run_demo(cfg, out, *, overwrite, command):
+        seen["cfg"], seen["command"] = cfg, command
+        (tmp_path / "r.json").write_text('{"summary": {"verdict": "v"}}')
+        return {"json": tmp_path / "r.json"}
+
+    monkeypatch.setattr(demo, "run_demo", fake_run_demo)
+    r = CliRunner().invoke(app, ["demo", "--quick", "--out", str(tmp_path / "d"), "--policy", "hf",
+                                 "-p", "dtype=float32", "-p", "batch_size=8"])
+    assert r.exit_code == 0, r.output
+    cfg = seen["cfg"]
+    assert (cfg.policy, cfg.policy_args) == ("hf", {"dtype": "float32", "batch_size": 8})
+    assert cfg.n == demo.DEMO_PRESETS["quick"].n  # the preset's sizes are kept
+    r = CliRunner().invoke(app, ["demo", "--quick", "--out", str(tmp_path / "d"), "-p", "nonsense"])
+    assert r.exit_code != 0 and "is not KEY=VALUE" in str(r.exception or r.output)
+
+
+def test_a_rerun_with_other_policy_arguments_is_refused(tmp_path):
+    cfg = demo.DEMO_PRESETS["quick"]
+    demo._Stages(tmp_path, cfg, overwrite=False)
+    import dataclasses
+
+    other = dataclasses.replace(cfg, policy_args={"dtype": "float32"})
+    with pytest.raises(demo.PrmkitError, match="other settings .policy_args"):
+        demo._Stages(tmp_path, other, overwrite=False)
+    # A folder from before the option existed (no policy_args) resumes with none given.
+    settings = tmp_path / "demo_settings.json"
+    import json
+
+    d = json.loads(settings.read_text())
+    d.pop("policy_args")
+    settings.write_text(json.dumps(d))
+    demo._Stages(tmp_path, cfg, overwrite=False)
