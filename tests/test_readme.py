@@ -654,7 +654,9 @@ def _run_case(case: Case, template, tmp_path_factory, capfd, request) -> None:
 
 
 def _params(cases: list[Case]) -> list:
-    return [pytest.param(c, id=c.id(), marks=[pytest.mark.realdata] if c.realdata else [])
+    return [pytest.param(c, id=c.id(), marks=([pytest.mark.realdata] if c.realdata else [])
+                         # a fresh venv and the whole demo: its own limit, above the suite's per-test one
+                         + ([pytest.mark.timeout(2700), pytest.mark.slow] if c.repository else []))
             for c in cases]
 
 
