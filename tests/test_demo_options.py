@@ -45,3 +45,14 @@ def test_a_rerun_with_other_policy_arguments_is_refused(tmp_path):
     d.pop("policy_args")
     settings.write_text(json.dumps(d))
     demo._Stages(tmp_path, cfg, overwrite=False)
+
+
+def test_a_secret_among_the_policy_arguments_never_reaches_the_settings(tmp_path):
+    import dataclasses
+
+    cfg = dataclasses.replace(demo.DEMO_PRESETS["quick"], policy="openai_compat",
+                              policy_args={"api_key": "sk-test-123", "base_url": "http://u:pw@127.0.0.1:1/v1"})
+    demo._Stages(tmp_path, cfg, overwrite=False)
+    text = (tmp_path / "demo_settings.json").read_text()
+    assert "sk-test-123" not in text and "pw@" not in text
+    demo._Stages(tmp_path, cfg, overwrite=False)  # and the same run resumes

@@ -88,7 +88,13 @@ class DemoConfig:
     hint_n: int = 4
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """As recorded in the run folder's settings: secrets among ``policy_args`` (``api_key``, a
+        URL's user info) redacted."""
+        from prmkit.provenance import redact_secrets
+
+        d = dataclasses.asdict(self)
+        d["policy_args"] = redact_secrets(d["policy_args"])
+        return d
 
 
 _FIELD_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(DemoConfig)

@@ -77,6 +77,11 @@ def redact_secrets(value: Any) -> Any:
 
     >>> redact_secrets({"policy": {"kwargs": {"api_key": "sk-1", "model": "m"}}, "max_new_tokens": 64})
     {'policy': {'kwargs': {'api_key': '<redacted>', 'model': 'm'}}, 'max_new_tokens': 64}
+
+    A URL's user info is a secret too:
+
+    >>> redact_secrets({"base_url": "http://me:sk-1@127.0.0.1:8000/v1"})
+    {'base_url': 'http://<redacted>@127.0.0.1:8000/v1'}
     """
     if isinstance(value, Mapping):
         out = {k: (REDACTED if isinstance(k, str) and is_secret_name(k) and v is not None
@@ -85,7 +90,13 @@ def redact_secrets(value: Any) -> Any:
     if isinstance(value, list):
         items = [redact_secrets(v) for v in value]
         return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    if isinstance(value, str) and "@" in value and _URL_USERINFO.match(value):
+        return _URL_USERINFO.sub(rf"\1{REDACTED}@", value, count=1)  # http://user:key@host -> <redacted>@host
     return value
+
+
+#: A URL's scheme and user info (``user:key@``), which can hold a secret.
+_URL_USERINFO = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@")
 
 
 @dataclass
