@@ -28,6 +28,13 @@ def test_resolution_with_and_without_native_bf16(monkeypatch):
     assert resolve_precision("fp32", CPU, auto="bf16") == Precision("fp32", "fp32")
     assert resolve_precision("auto", CPU, auto="fp32") == Precision("auto", "fp32")
     monkeypatch.setattr(_precision, "bf16_problem", lambda device: None)
+    # "auto" also asks choose_compute whether bf16 is faster here (tests/policies/test_compute.py):
+    # this CPU is made to say it is.
+    from prmkit import policies
+    from prmkit.policies import ComputeChoice
+
+    monkeypatch.setattr(policies, "choose_compute",
+                        lambda *a, **k: ComputeChoice("bfloat16", "probe: faster", "cpu", "AMX"))
     assert resolve_precision("bf16", CPU, auto="fp32") == Precision("bf16", "bf16")
     assert resolve_precision("auto", CPU, auto="bf16") == Precision("auto", "bf16")
     monkeypatch.setattr(_precision, "bf16_problem", lambda device: "no bf16")
