@@ -125,6 +125,18 @@ def test_batch_progress_fractions():
     assert b.fraction(80, 80) == 1.0 and b.detail(10, 80) == "64/100 rows done, a batch of 36 at token 10/80"
 
 
+def _short_log(monkeypatch) -> io.StringIO:
+    """stderr as a captured log (not a terminal), a line due every 0.3 s, no quiet start. Called in
+    the test itself: pytest's capture replaces ``sys.stderr`` after fixtures are set up."""
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    monkeypatch.delenv("FORCE_TERMINAL", raising=False)
+    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
+    monkeypatch.setattr(_progress, "EVERY_S", 0.3)
+    monkeypatch.setattr(_progress, "QUIET_S", 0.0)
+    return err
+
+
 def test_sampling_reports_within_a_batch_every_interval_in_a_log(monkeypatch, tmp_path):
     """The 30-second promise, with a slow scripted policy and the interval made short: one call of
     8 problems (nothing finishes for ~2 s) prints lines with the requests done inside it, from the
@@ -133,12 +145,7 @@ def test_sampling_reports_within_a_batch_every_interval_in_a_log(monkeypatch, tm
     from prmkit.generate import generate_file
     from prmkit.policies import SamplingParams, ScriptedPolicy
 
-    err = io.StringIO()
-    monkeypatch.setattr(sys, "stderr", err)
-    monkeypatch.delenv("FORCE_TERMINAL", raising=False)
-    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
-    monkeypatch.setattr(_progress, "EVERY_S", 0.3)
-    monkeypatch.setattr(_progress, "QUIET_S", 0.0)
+    err = _short_log(monkeypatch)
     cfg = ArithConfig(steps=(2, 2))
     problems = ArithEnv(cfg).problems(16)
     policy = ScriptedPolicy(["2 + 3 = 5\nThe answer is 5."], delay=0.25)
@@ -159,12 +166,7 @@ def test_labeling_reports_within_its_rollouts_in_a_log(monkeypatch, tmp_path):
     from prmkit.policies import ScriptedPolicy
     from prmkit.trace import Problem, Step, Trace, write_traces
 
-    err = io.StringIO()
-    monkeypatch.setattr(sys, "stderr", err)
-    monkeypatch.delenv("FORCE_TERMINAL", raising=False)
-    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
-    monkeypatch.setattr(_progress, "EVERY_S", 0.3)
-    monkeypatch.setattr(_progress, "QUIET_S", 0.0)
+    err = _short_log(monkeypatch)
     steps = [Step("2 + 3 = 5"), Step("5 + 1 = 6"), Step("6 - 1 = 5"), Step("5 * 1 = 5"),
              Step("The answer is 5.", kind="final")]
     traces = [Trace(id=f"t{i}", problem=Problem("What is 2 + 3?", answer="5"), steps=steps) for i in range(2)]

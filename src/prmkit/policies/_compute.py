@@ -286,10 +286,12 @@ def probe(shape: tuple[int, int, int], dtypes: list[str], *, repeats: int = 5) -
     if "bfloat16" in dtypes:
         xb, b1, b2 = x.bfloat16(), w1.bfloat16(), w2.bfloat16()
         runs["bfloat16"] = lambda: torch.nn.functional.linear(torch.nn.functional.linear(xb, b1), b2)
-    if "int8" in dtypes:
-        q1, s1 = _quantize(w1, torch)
-        q2, s2 = _quantize(w2, torch)
-        runs["int8"] = lambda: _int8_linear(_int8_linear(x, q1, s1, torch), q2, s2, torch)
+    if "int8" in dtypes:  # the decode loop's own int8 product (imported here: _torch imports this module)
+        from prmkit.policies._torch import _int8_kernel
+
+        linear, pack = _int8_kernel(torch)
+        p1, p2 = pack(w1), pack(w2)
+        runs["int8"] = lambda: linear(linear(x, p1), p2)
     out = {}
     with torch.inference_mode():
         for name, fn in runs.items():
@@ -301,13 +303,3 @@ def probe(shape: tuple[int, int, int], dtypes: list[str], *, repeats: int = 5) -
                 best = min(best, time.perf_counter() - t0)
             out[name] = round(best * 1000, 4)
     return out
-
-
-def _quantize(w: Any, torch: Any) -> tuple[Any, Any]:
-    scale = w.abs().amax(dim=1).clamp_min(1e-30) / 127
-    return torch.round(w / scale[:, None]).to(torch.int8).t(), scale
-
-
-def _int8_linear(x: Any, qt: Any, ws: Any, torch: Any) -> Any:
-    s = x.abs().amax(dim=-1, keepdim=True).clamp_min(1e-30) / 127
-    return torch._int_mm(torch.div(x, s).round_().to(torch.int8), qt).mul(s).mul_(ws)
