@@ -32,6 +32,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from prmkit.policies._int8 import _int8_kernel
+
 __all__ = ["CpuInfo", "ComputeChoice", "cpu_info", "choose_compute", "COMPUTE_DTYPES"]
 
 #: The dtypes :func:`choose_compute` chooses among (torch's names).
@@ -286,9 +288,7 @@ def probe(shape: tuple[int, int, int], dtypes: list[str], *, repeats: int = 5) -
     if "bfloat16" in dtypes:
         xb, b1, b2 = x.bfloat16(), w1.bfloat16(), w2.bfloat16()
         runs["bfloat16"] = lambda: torch.nn.functional.linear(torch.nn.functional.linear(xb, b1), b2)
-    if "int8" in dtypes:  # the decode loop's own int8 product (imported here: _torch imports this module)
-        from prmkit.policies._torch import _int8_kernel
-
+    if "int8" in dtypes:  # the decode loop's own int8 product
         linear, pack = _int8_kernel(torch)
         p1, p2 = pack(w1), pack(w2)
         runs["int8"] = lambda: linear(linear(x, p1), p2)
