@@ -24,9 +24,11 @@ class _Probe:
     def __init__(self, **ms: float) -> None:
         self.ms = ms
         self.calls: list[tuple[tuple[int, int, int], list[str]]] = []
+        self.kernels: list[str] = []
 
-    def __call__(self, shape, dtypes, **kw):
+    def __call__(self, shape, dtypes, int8_kernel="int_mm", **kw):
         self.calls.append((shape, list(dtypes)))
+        self.kernels.append(int8_kernel)
         return {d: self.ms[d] for d in (*dtypes, "float32")}
 
 
@@ -53,11 +55,21 @@ def test_cpu_classes_are_named_by_their_fastest_instructions():
     assert (AVX2.native_bf16, AVX2.fast_int8, VNNI.fast_int8, VNNI.native_bf16) == (False, False, True, False)
 
 
-def test_avx2_only_runs_float32_without_probing(machine):
+def test_avx2_only_probes_fbgemm_s_int8_and_else_runs_float32_without_probing(machine, monkeypatch):
+    """Without VNNI the int8 candidate is fbgemm's product (``_int_mm`` is the slow path there),
+    taken where the probe shows it faster; without fbgemm there is no candidate and no probe."""
+    probe = machine(AVX2, _Probe(float32=10.0, int8=5.0))
+    got = choose_compute("cpu", shape=(64, 576, 1536))
+    assert (got.dtype, got.kernel, got.cpu_class) == ("int8", "fbgemm", "AVX2")
+    assert probe.kernels == ["fbgemm"] and probe.calls == [((64, 576, 1536), ["int8"])]  # no bfloat16
+    assert got.reason == "probe at 64x576x1536: int8 (fbgemm) 5.00 ms, float32 10.00 ms"
+    probe = machine(AVX2, _Probe(float32=10.0, int8=9.5))
+    assert choose_compute("cpu", shape=(16, 576, 1536)).dtype == "float32"
+    monkeypatch.setattr(_compute, "_int8_fbgemm_kernel", lambda torch_: (None, None))
     probe = machine(AVX2)
     got = choose_compute("cpu")
-    assert got.dtype == "float32" and got.cpu_class == "AVX2"
-    assert "no int8 dot-product instructions (VNNI or AMX)" in got.reason
+    assert got.dtype == "float32" and got.cpu_class == "AVX2" and got.kernel is None
+    assert "no int8 dot-product instructions (VNNI or AMX) and no fbgemm int8 product" in got.reason
     assert "no native bfloat16" in got.reason
     assert probe.calls == []  # nothing to try: no time spent
 
@@ -66,7 +78,8 @@ def test_vnni_takes_int8_only_where_the_probe_shows_it_faster(machine):
     probe = machine(VNNI, _Probe(float32=10.0, int8=4.0))
     got = choose_compute("cpu", shape=(16, 576, 1536))
     assert got.dtype == "int8" and probe.calls == [((16, 576, 1536), ["int8"])]
-    assert got.reason == "probe at 16x576x1536: int8 4.00 ms, float32 10.00 ms"
+    assert got.kernel == "int_mm" and probe.kernels == ["int_mm"]  # VNNI: _int_mm's exact int8 sums
+    assert got.reason == "probe at 16x576x1536: int8 (int_mm) 4.00 ms, float32 10.00 ms"
     machine(VNNI, _Probe(float32=10.0, int8=9.5))  # within the margin: float32, exact and simpler
     got = choose_compute("cpu", shape=(16, 64, 128))
     assert got.dtype == "float32" and "none beats float32 by 1.1x" in got.reason
@@ -112,7 +125,7 @@ def test_the_decision_is_cached_per_cpu(machine, monkeypatch, tmp_path):
     assert len(files) == 1 and json.loads(files[0].read_text())["dtype"] == "int8"
     monkeypatch.setattr(_compute, "_MEMO", {})  # a new process: read from the cache, no probe
     again = choose_compute("cpu")
-    assert again.cached and again.dtype == "int8" and len(probe.calls) == 1
+    assert again.cached and again.dtype == "int8" and again.kernel == "int_mm" and len(probe.calls) == 1
     # Another CPU (same flags, another model): its own probe and its own entry.
     other = machine(CpuInfo("Intel Xeon, another (test)", "AVX512", vnni=True), _Probe(float32=10.0, int8=20.0))
     assert choose_compute("cpu").dtype == "float32" and len(other.calls) == 1

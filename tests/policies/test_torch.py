@@ -145,26 +145,38 @@ def test_auto_dtype_follows_choose_compute(wide_lm, tiny_lm, tmp_path, monkeypat
     monkeypatch.setattr("prmkit.policies._base._cpu_int8_problem", lambda: None)
     asked = []
 
-    def probe(shape, dtypes, **kw):
-        asked.append((shape, list(dtypes)))
+    def probe(shape, dtypes, int8_kernel="int_mm", **kw):
+        asked.append((shape, list(dtypes), int8_kernel))
         return {d: {"float32": 10.0, "int8": 4.0, "bfloat16": 3.0}[d] for d in (*dtypes, "float32")}
 
     monkeypatch.setattr(_compute, "probe", probe)
     cpus = {"AVX2": CpuInfo("test", "AVX2"), "VNNI": CpuInfo("test", "AVX512", vnni=True),
             "BF16": CpuInfo("test", "AVX512", vnni=True, avx512_bf16=True)}
     got = {}
+    fbgemm = _compute._int8_fbgemm_kernel(torch)[0] is not None
     for name, cpu in cpus.items():
         monkeypatch.setattr(_compute, "cpu_info", lambda cpu=cpu: cpu)
         pol = get_policy("torch", model=wide_lm, progress=False)
-        got[name] = (pol.describe()["dtype"], pol._plan.int8, str(pol.model.dtype))
-    assert got == {"AVX2": ("float32", False, "torch.float32"), "VNNI": ("int8", True, "torch.float32"),
-                   "BF16": ("bfloat16", False, "torch.bfloat16")}
+        got[name] = (pol.describe()["dtype"], pol.describe().get("int8_kernel"), str(pol.model.dtype))
+    avx2 = ("int8", "fbgemm", "torch.float32") if fbgemm else ("float32", None, "torch.float32")
+    assert got == {"AVX2": avx2, "VNNI": ("int8", "int_mm", "torch.float32"),
+                   "BF16": ("bfloat16", None, "torch.bfloat16")}
     cfg = pol.model.config
-    assert asked == [((64, cfg.hidden_size, cfg.intermediate_size), ["int8"]),
-                     ((64, cfg.hidden_size, cfg.intermediate_size), ["bfloat16", "int8"])]
+    shape = (64, cfg.hidden_size, cfg.intermediate_size)
+    assert asked == [(shape, ["int8"], "fbgemm")] * fbgemm + [(shape, ["int8"], "int_mm"),
+                                                              (shape, ["bfloat16", "int8"], "int_mm")]
     err = capsys.readouterr().err
+    assert (f"torch policy: dtype int8 (probe at {'x'.join(map(str, shape))}: int8 (fbgemm) 4.00 ms, "
+            "float32 10.00 ms; CPU class AVX2)" if fbgemm else "torch policy: dtype float32 (no native bfloat16") in err
+    # Without fbgemm an AVX2 CPU has no int8 candidate: float32, no probe.
+    monkeypatch.setattr(_compute, "cpu_info", lambda: cpus["AVX2"])
+    monkeypatch.setattr(_compute, "_int8_fbgemm_kernel", lambda torch_: (None, None))
+    monkeypatch.setattr(_compute, "_MEMO", {})
+    asked.clear()
+    pol = get_policy("torch", model=wide_lm, progress=False)
+    assert pol.describe()["dtype"] == "float32" and not pol._plan.int8 and asked == []
     assert "torch policy: dtype float32 (no native bfloat16 (AVX512-BF16 or AMX); no int8 dot-product " \
-           "instructions (VNNI or AMX); CPU class AVX2)" in err
+           "instructions (VNNI or AMX) and no fbgemm int8 product; CPU class AVX2)" in capsys.readouterr().err
     # Asked for by name: no probe, no choice recorded.
     assert "compute" not in get_policy("torch", model=wide_lm, dtype="float32", progress=False).describe()
     # A model the loop cannot run: int8 is not offered ("auto": generate in float32); "int8" is refused.
@@ -266,6 +278,39 @@ def _int8_kernel_or_skip():
     return linear, pack
 
 
+def _fbgemm_kernel():
+    from prmkit.policies._int8 import _int8_fbgemm_kernel
+
+    return _int8_fbgemm_kernel(torch)
+
+
+def test_fbgemm_int8_product_by_hand():
+    """fbgemm's product (CPUs without VNNI): input rows to [-127, 127] as with ``_int_mm``, weight
+    rows to 7 bits, [-63, 63], by their own largest magnitude; integer sums, scaled back; a row alone
+    as in a batch; a kernel name that does not exist is refused."""
+    linear, pack = _fbgemm_kernel()
+    if linear is None:
+        pytest.skip("this torch has no exact fbgemm int8 product")
+    w = torch.tensor([[6.3, -1.0, 0.5], [0.0, 4.0, -4.0]])  # scales 6.3/63, 4/63: [63, -10, 5], [0, 63, -63]
+    x = torch.tensor([[1.0, -2.0, 4.0], [-4.0, 2.2, 1.0]])  # scale 4/127: [32, -64, 127]; [-127, 70, 32]
+    out = linear(x, pack(w), torch.tensor([0.5, -1.0]))
+    # row 0: 32*63 + 64*10 + 127*5 = 3291; -64*63 - 127*63 = -12033
+    # row 1: -127*63 - 70*10 + 32*5 = -8541; 70*63 - 32*63 = 2394
+    sums = torch.tensor([[3291.0, -12033.0], [-8541.0, 2394.0]], dtype=torch.float64)
+    want = (sums * torch.tensor([6.3 / 63, 4 / 63], dtype=torch.float64) * 4 / 127
+            + torch.tensor([0.5, -1.0], dtype=torch.float64))
+    assert torch.allclose(out.double(), want, rtol=1e-6, atol=0)
+    assert out.shape == (2, 2) and out.dtype == torch.float32
+    assert torch.equal(linear(x[1:], pack(w), torch.tensor([0.5, -1.0]))[0], out[1])
+    gen = torch.Generator().manual_seed(0)
+    big = torch.randn(3, 4, 200, generator=gen).abs()  # all positive: every input byte near 255
+    wb = pack(torch.randn(30, 200, generator=gen))
+    together = linear(big, wb)
+    assert all(torch.equal(linear(big[b, p][None], wb)[0], together[b, p]) for b in range(3) for p in range(4))
+    with pytest.raises(ValueError, match="int8_kernel must be 'auto' or one of int_mm, fbgemm, got 'vnni'"):
+        get_policy("torch", model="unused", dtype="int8", int8_kernel="vnni", progress=False)
+
+
 def test_int8_product_by_hand():
     """W8A8: weight rows and input rows quantized symmetrically to [-127, 127] by their own largest
     magnitude (rounding half to even), integer sums, scaled back."""
@@ -294,13 +339,18 @@ def test_int8_rows_do_not_depend_on_their_batch():
     assert torch.equal(linear(torch.zeros(2, 24), w)[0], torch.zeros(40))  # no division by zero
 
 
-def test_int8_decodes_close_to_float32_and_batch_invariant(wide_lm):
+@pytest.mark.parametrize("kernel", ["int_mm", "fbgemm"])
+def test_int8_decodes_close_to_float32_and_batch_invariant(wide_lm, kernel):
     """``dtype="int8"``: the loop's products in int8 (attention, norms, cache and sampling in
-    float32). Each step's logits stay near the float32 model's forward pass; completions repeat run
-    to run and do not depend on the rest of the batch; prompts run through the same products."""
+    float32), through either kernel. Each step's logits stay near the float32 model's forward pass;
+    completions repeat run to run and do not depend on the rest of the batch; prompts run through
+    the same products."""
     _int8_kernel_or_skip()
-    pol = get_policy("torch", model=wide_lm, dtype="int8", batch_size=6, progress=False)
+    if kernel == "fbgemm" and _fbgemm_kernel()[0] is None:
+        pytest.skip("this torch has no exact fbgemm int8 product")
+    pol = get_policy("torch", model=wide_lm, dtype="int8", int8_kernel=kernel, batch_size=6, progress=False)
     assert pol.describe()["dtype"] == "int8" and pol.describe()["engine"] == "prmkit decode loop"
+    assert pol.describe()["int8_kernel"] == kernel
     assert pol._plan.int8 and pol._plan.packed
     fp32 = get_policy("torch", model=wide_lm, dtype="float32", batch_size=6, progress=False)
     worst, compared, steps = step_logits_gap(pol, REQS)
@@ -350,7 +400,7 @@ def test_int8_smoothing_leaves_the_float_model_unchanged(tiny_lm, wide_lm, tmp_p
     monkeypatch.setattr(_torch, "_int8_head_kernel", lambda torch_: (None, None))  # the head as the layers
     folder = wide_lm if arch == "llama" else wide_copy(
         tiny_lm, tmp_path / "qwen2", transformers.Qwen2ForCausalLM, transformers.Qwen2Config)
-    pol = get_policy("torch", model=folder, dtype="int8", batch_size=6, progress=False)
+    pol = get_policy("torch", model=folder, dtype="int8", int8_kernel="int_mm", batch_size=6, progress=False)
     if arch == "qwen2":
         gen = torch.Generator().manual_seed(3)
         with torch.no_grad():
@@ -405,13 +455,13 @@ def test_int8_decode_uses_the_onednn_head_where_exact(wide_lm, monkeypatch):
 
     _int8_kernel_or_skip()
     sp = SamplingParams(n=2, max_new_tokens=6, temperature=1.0, seed=3)
-    pol = get_policy("torch", model=wide_lm, dtype="int8", batch_size=4, progress=False)
+    pol = get_policy("torch", model=wide_lm, dtype="int8", int8_kernel="int_mm", batch_size=4, progress=False)
     if T._int8_head_kernel(torch)[0] is None:
         pytest.skip("no exact oneDNN int8 linear here")
     assert pol._plan.head_linear is not pol._plan.linear
     assert rows(pol.generate(REQS, sp)) == rows(pol.generate(REQS, sp))
     monkeypatch.setattr(T, "_int8_head_kernel", lambda torch: (None, None))
-    plain = get_policy("torch", model=wide_lm, dtype="int8", batch_size=4, progress=False)
+    plain = get_policy("torch", model=wide_lm, dtype="int8", int8_kernel="int_mm", batch_size=4, progress=False)
     assert plain._plan.head_linear is plain._plan.linear
     assert all(c.num_tokens for row in plain.generate(REQS, sp) for c in row)
     x = torch.randn(3, pol.model.config.hidden_size, generator=torch.Generator().manual_seed(0))
@@ -426,7 +476,8 @@ def test_compiled_int8_decode_repeats_and_is_batch_invariant(wide_lm):
     an int8 rounding); completions repeat run to run, a request's do not depend on the rest of its
     batch, and one sample per request (one row per group, a graph of its own) decodes too."""
     _int8_kernel_or_skip()
-    pol = get_policy("torch", model=wide_lm, dtype="int8", batch_size=6, compile=True, progress=False)
+    pol = get_policy("torch", model=wide_lm, dtype="int8", int8_kernel="int_mm", batch_size=6, compile=True,
+                     progress=False)
     plan = pol._plan
     assert pol.describe()["compiled"] is True and plan.compiled is not None
     calls = []
@@ -485,9 +536,13 @@ def test_compile_auto_is_for_int8_models_of_some_size(wide_lm, monkeypatch):
     from prmkit.policies import _torch as T
 
     _int8_kernel_or_skip()
-    assert get_policy("torch", model=wide_lm, dtype="int8", progress=False)._plan.compiled is None
+    assert get_policy("torch", model=wide_lm, dtype="int8", int8_kernel="int_mm", progress=False)._plan.compiled is None
     monkeypatch.setattr(T, "COMPILE_MIN_PARAMETERS", 1)
-    assert get_policy("torch", model=wide_lm, dtype="int8", progress=False)._plan.compiled is not None
+    assert get_policy("torch", model=wide_lm, dtype="int8", int8_kernel="int_mm",
+                      progress=False)._plan.compiled is not None
+    if _fbgemm_kernel()[0] is not None:  # fbgemm's products stay eager: its ops break inductor's graphs
+        assert get_policy("torch", model=wide_lm, dtype="int8", int8_kernel="fbgemm",
+                          progress=False)._plan.compiled is None
     assert get_policy("torch", model=wide_lm, dtype="float32", progress=False)._plan.compiled is not None
     assert get_policy("torch", model=wide_lm, dtype="bfloat16", progress=False)._plan.compiled is None
     assert get_policy("torch", model=wide_lm, dtype="int8", compile="false", progress=False)._plan.compiled is None

@@ -5,8 +5,10 @@ One rule serves the ``torch`` policy's ``dtype="auto"``, the scorer's and traini
 
 - a CUDA device: bfloat16 where it supports it, else float32;
 - a CPU: the candidates are bfloat16 where the CPU computes it natively (AVX512-BF16 or AMX) and
-  int8 where it has int8 dot-product instructions (AVX512-VNNI, AVX-VNNI or AMX) and
-  ``torch._int_mm`` is exact; without a candidate, float32 with no probe. Otherwise a micro-probe times
+  int8: through ``torch._int_mm`` where the CPU has int8 dot-product instructions (AVX512-VNNI,
+  AVX-VNNI or AMX) and ``_int_mm`` is exact, else through fbgemm's u8 x s8 product with 7-bit
+  weights (:func:`~prmkit.policies._int8._int8_fbgemm_kernel`) where torch has it and it is exact;
+  without a candidate, float32 with no probe. Otherwise a micro-probe times
   each candidate against float32 on products of the model's shapes (well under a second) and the
   fastest wins; its answer is kept in prmkit's cache (``compute/``), keyed by the CPU's identity
   (model name and instruction flags), the thread count and the torch version, so a process pays it
@@ -15,7 +17,9 @@ One rule serves the ``torch`` policy's ``dtype="auto"``, the scorer's and traini
 Why the instruction sets and not ``_int_mm`` alone: on a CPU without VNNI (AVX2 only, e.g. many AMD
 Zen 2/3 machines and older Intel servers) oneDNN's int8 products are the slow path, 5-50x float32's
 (measured on a 2-core AMD EPYC with AVX2: 16 rows x 576 x 1,536, 117 ms against 3.5 ms), so an
-exactness check alone had ``auto`` choose a decode loop that sampled nothing in 20 minutes.
+exactness check alone had ``auto`` choose a decode loop that sampled nothing in 20 minutes. There
+fbgemm's kernel, written for AVX2, is the fast int8 path: 0.61 against float32's 1.13 ms at 64 x 576
+x 1,536, and SmolLM2 samples at 336 tokens/s against 173 with the compiled float32 loop.
 
 >>> ComputeChoice("float32", "no candidate", "cpu", "AVX2").describe()
 'float32 (no candidate; CPU class AVX2)'
@@ -32,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prmkit.policies._int8 import _int8_kernel
+from prmkit.policies._int8 import _int8_fbgemm_kernel, _int8_kernel
 
 __all__ = ["CpuInfo", "ComputeChoice", "cpu_info", "choose_compute", "COMPUTE_DTYPES"]
 
@@ -99,6 +103,8 @@ class ComputeChoice:
     cpu_class: str | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
     cached: bool = False
+    #: The int8 kernel the decode loop uses when ``dtype`` is int8 (``int_mm`` or ``fbgemm``).
+    kernel: str | None = None
 
     def describe(self) -> str:
         """One log line: the dtype and why."""
@@ -201,13 +207,17 @@ def _cpu_choice(info: CpuInfo, shape: tuple[int, int, int], candidates: tuple[st
             usable.append("bfloat16")
         else:
             why_not.append("no native bfloat16 (AVX512-BF16 or AMX)")
+    kernel = None
     if "int8" in candidates:
-        if not info.fast_int8:
-            why_not.append("no int8 dot-product instructions (VNNI or AMX)")
-        elif (problem := int8_problem("cpu")) is not None:
+        import torch
+
+        if info.fast_int8 and (problem := int8_problem("cpu")) is not None:
             why_not.append(problem)
+        elif not info.fast_int8 and _int8_fbgemm_kernel(torch)[0] is None:
+            why_not.append("no int8 dot-product instructions (VNNI or AMX) and no fbgemm int8 product")
         else:
             usable.append("int8")
+            kernel = "int_mm" if info.fast_int8 else "fbgemm"
     if not usable:
         return ComputeChoice("float32", "; ".join(why_not) or "float32 asked for", "cpu", info.cpu_class)
     memo_key = (info, shape, tuple(usable))
@@ -218,19 +228,20 @@ def _cpu_choice(info: CpuInfo, shape: tuple[int, int, int], candidates: tuple[st
         try:
             saved = json.loads(path.read_text())
             _MEMO[memo_key] = ComputeChoice(saved["dtype"], saved["reason"], "cpu", info.cpu_class,
-                                            saved["timings_ms"], cached=True)
+                                            saved["timings_ms"], cached=True, kernel=saved.get("kernel"))
             return _MEMO[memo_key]
         except (OSError, ValueError, KeyError, TypeError):
             pass  # an unreadable entry is measured again and replaced
-    timings = probe(shape, usable)
+    timings = probe(shape, usable, int8_kernel=kernel or "int_mm")
     best = min(usable, key=timings.__getitem__)
-    shown = ", ".join(f"{d} {timings[d]:.2f} ms" for d in (*usable, "float32"))
+    shown = ", ".join(f"{d}{f' ({kernel})' if d == 'int8' else ''} {timings[d]:.2f} ms"
+                      for d in (*usable, "float32"))
     rows, hidden, inter = shape
     if timings[best] * MARGIN < timings["float32"]:
         dtype, reason = best, f"probe at {rows}x{hidden}x{inter}: {shown}"
     else:
         dtype, reason = "float32", f"probe at {rows}x{hidden}x{inter}: {shown}; none beats float32 by {MARGIN}x"
-    choice = ComputeChoice(dtype, reason, "cpu", info.cpu_class, timings)
+    choice = ComputeChoice(dtype, reason, "cpu", info.cpu_class, timings, kernel=kernel if dtype == "int8" else None)
     if path is not None:
         _save(path, choice)
         _MEMO[memo_key] = choice
@@ -254,7 +265,7 @@ def _save(path: Path, choice: ComputeChoice) -> None:
 
     from prmkit._jsonio import replace_durably
 
-    entry = {"dtype": choice.dtype, "reason": choice.reason, "timings_ms": choice.timings_ms,
+    entry = {"dtype": choice.dtype, "reason": choice.reason, "timings_ms": choice.timings_ms, "kernel": choice.kernel,
              "cpu": asdict(cpu_info()), "torch": _torch_version(), "threads": _threads()}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -271,11 +282,13 @@ def _save(path: Path, choice: ComputeChoice) -> None:
         Path(tmp).unlink(missing_ok=True)  # gone already where the rename happened
 
 
-def probe(shape: tuple[int, int, int], dtypes: list[str], *, repeats: int = 5) -> dict[str, float]:
+def probe(shape: tuple[int, int, int], dtypes: list[str], *, repeats: int = 5,
+          int8_kernel: str = "int_mm") -> dict[str, float]:
     """Milliseconds per pair of products ``(rows, hidden) @ (hidden, inter)`` and back, in float32
     and in each of ``dtypes``, the way prmkit computes them (int8: each row quantized when it comes,
-    ``torch._int_mm``, rescaled; bfloat16: bfloat16 inputs and weights); the best of ``repeats``
-    timed calls after one warm-up. Seeded; about 0.1 s at SmolLM2's sizes on 2 cores."""
+    the decode loop's ``int8_kernel``: ``torch._int_mm`` or fbgemm's product, rescaled; bfloat16:
+    bfloat16 inputs and weights); the best of ``repeats`` timed calls after one warm-up. Seeded;
+    about 0.1 s at SmolLM2's sizes on 2 cores."""
     import torch
 
     rows, hidden, inter = shape
@@ -289,7 +302,7 @@ def probe(shape: tuple[int, int, int], dtypes: list[str], *, repeats: int = 5) -
         xb, b1, b2 = x.bfloat16(), w1.bfloat16(), w2.bfloat16()
         runs["bfloat16"] = lambda: torch.nn.functional.linear(torch.nn.functional.linear(xb, b1), b2)
     if "int8" in dtypes:  # the decode loop's own int8 product
-        linear, pack = _int8_kernel(torch)
+        linear, pack = (_int8_fbgemm_kernel if int8_kernel == "fbgemm" else _int8_kernel)(torch)
         p1, p2 = pack(w1), pack(w2)
         runs["int8"] = lambda: linear(linear(x, p1), p2)
     out = {}

@@ -64,11 +64,18 @@ import functools
 import warnings
 from typing import Any
 
+import prmkit.policies._compute as _compute
 from prmkit.policies._base import SamplingParams
 from prmkit.policies._cache import use_inductor_cache
 from prmkit.policies._compute import ComputeChoice, choose_compute
 from prmkit.policies._hf import HFPolicy, _RowSampler, _torch
-from prmkit.policies._int8 import _int8_head_kernel, _int8_kernel
+from prmkit.policies._int8 import (
+    INT8_KERNELS,
+    _int8_fbgemm_kernel,
+    _int8_head_kernel,
+    _int8_kernel,
+    int8_kernel_for,
+)
 
 __all__ = ["TorchPolicy", "decode_support"]
 
@@ -110,7 +117,8 @@ def decode_support(model: Any) -> str | None:
 class _Plan:
     """The decoder's weights arranged for the loop: fused q/k/v and gate/up matrices per layer."""
 
-    def __init__(self, lm: Any, torch: Any, int8: bool = False, calibration: list[int] | None = None) -> None:
+    def __init__(self, lm: Any, torch: Any, int8: bool = False, calibration: list[int] | None = None,
+                 kernel: str = "int_mm") -> None:
         cfg, inner = lm.config, lm.model
         self.nh = cfg.num_attention_heads
         self.kvh = getattr(cfg, "num_key_value_heads", None) or self.nh
@@ -125,10 +133,19 @@ class _Plan:
         self.embed = inner.embed_tokens.weight
         self.rotary = inner.rotary_emb
         self.norm = inner.norm.weight
-        self.linear, pack = _int8_kernel(torch) if int8 else _linear_kernel(self.embed, torch)
-        if pack is None and int8:
-            raise RuntimeError("int8 products need torch._int_mm on this device (torch >= 2.2, CPU)")
+        if not int8:
+            self.linear, pack = _linear_kernel(self.embed, torch)
+        elif kernel == "fbgemm":
+            self.linear, pack = _int8_fbgemm_kernel(torch)
+            if pack is None:
+                raise RuntimeError("int8_kernel='fbgemm' needs torch's fbgemm quantized engine (x86 CPUs)")
+        else:
+            self.linear, pack = _int8_kernel(torch)
+            if pack is None:
+                raise RuntimeError("int8 products need torch._int_mm on this device (torch >= 2.2, CPU)")
         self.int8 = int8
+        #: The int8 kernel (:data:`INT8_KERNELS`), or None: float products.
+        self.kernel = kernel if int8 else None
         self.packed = pack is not None  # weights prepared for the loop's own products
         pack = pack or (lambda w: w)
         self.splits = [(self.nh + self.kvh) * self.hd, self.kvh * self.hd]  # q and k together, then v
@@ -164,8 +181,9 @@ class _Plan:
                 raw, self.norm, head = self._smooth(lm, self.layers, head, calibration, torch)
                 self.layers = [packed(*entry) for entry in raw]
             # The LM head, int8: oneDNN's prepacked u8 x s8 product where it gives int8's exact sums
-            # (2.4x faster than ``_int_mm`` and its int32 -> float32 scaling for 16 x 49,152 outputs).
-            hlinear, hpack = _int8_head_kernel(torch) if int8 else (None, None)
+            # (2.4x faster than ``_int_mm`` and its int32 -> float32 scaling for 16 x 49,152 outputs);
+            # fbgemm's product serves the head as it serves the layers.
+            hlinear, hpack = _int8_head_kernel(torch) if int8 and kernel == "int_mm" else (None, None)
             self.head_linear = hlinear or self.linear
             self.lm_head = (hpack or pack)(head)
         self.layer = _layer_function(torch, self.linear, self.scale, self.eps, self.nh, self.kvh, self.hd,
@@ -485,9 +503,11 @@ class TorchPolicy(HFPolicy):
                  adapter: str | None = "default", batch_size: int = 64, device: str | None = None,
                  dtype: str | None = "auto", chat_template: str | None = None,
                  trust_remote_code: bool = False, progress: bool = True, allow_pickle: bool = False,
-                 compile: bool | str = "auto") -> None:
+                 compile: bool | str = "auto", int8_kernel: str = "auto") -> None:
         torch = _torch()
         compile = _compile_choice(compile)
+        if int8_kernel not in ("auto", *INT8_KERNELS):
+            raise ValueError(f"int8_kernel must be 'auto' or one of {', '.join(INT8_KERNELS)}, got {int8_kernel!r}")
         dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
         cpu = str(dev).startswith("cpu")
         auto = dtype == "auto"
@@ -520,9 +540,17 @@ class TorchPolicy(HFPolicy):
             _log_choice(self.compute)
         self._plan = None
         if self.fallback is None:
-            self._plan = _Plan(self.model, torch, int8=int8, calibration=self._calibration_ids() if int8 else None)
+            kernel = int8_kernel
+            if int8 and kernel == "auto":
+                chosen = self.compute.kernel if self.compute is not None else None
+                kernel = chosen or int8_kernel_for(_compute.cpu_info().fast_int8, torch)
+            self._plan = _Plan(self.model, torch, int8=int8, calibration=self._calibration_ids() if int8 else None,
+                               kernel=kernel if int8 else "int_mm")
             fp32_cpu = cpu and not int8 and self.model.dtype == torch.float32
-            if compile is True or (compile == "auto" and (int8 or fp32_cpu)
+            # fbgemm's products are not compiled: its ops break inductor's graphs (measured on SmolLM2:
+            # 227 tokens/s compiled against 336 eager, 2 AVX2 cores).
+            compilable = (int8 and kernel == "int_mm") or fp32_cpu
+            if compile is True or (compile == "auto" and compilable
                                    and _parameters(self.model) >= COMPILE_MIN_PARAMETERS):
                 self._plan.compile()
 
@@ -544,6 +572,7 @@ class TorchPolicy(HFPolicy):
             out["compute"] = self.compute.describe()
         if self._plan is not None and self._plan.int8:
             out["dtype"] = "int8"
+            out["int8_kernel"] = self._plan.kernel
         if self._plan is not None:
             out["compiled"] = self._plan.compiled is not None
         return out
