@@ -243,7 +243,12 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
     from prmkit.labelers import LabelReport, LabelStore, MCLabeler, label_stream
     from prmkit.models import RewardModel
     from prmkit.policies import SamplingParams, load_policy
-    from prmkit.scoring import add_calculator_scores, add_trace_scores, score_traces_or_skip
+    from prmkit.scoring import (
+        PrefixCachingScorer,
+        add_calculator_scores,
+        add_trace_scores,
+        score_traces_or_skip,
+    )
     from prmkit.train import TrainConfig, train
 
     if cfg.transfer_data is not None and not Path(cfg.transfer_data).is_file():
@@ -325,8 +330,13 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
         model_dirs = [Path(m.folder) for m in (prm, orm) if m is not None and m.folder]
 
     # 5. Score the held-out traces with each pair (and every aggregator of the PRM's step scores).
+    # A decoder's scores come from the prefix-caching scorer: the N samples of a problem share its
+    # prompt (and often their first steps), which runs once; the scores are the model's own (within
+    # float rounding), at about half the tokens. An encoder is scored as it is.
+    prm_scorer, orm_scorer = (None if m is None else PrefixCachingScorer(m, batch_size=16, max_cached_tokens=0)
+                              for m in (prm, orm))
     with stages.timed("score held-out traces (PRM and ORM)"):
-        scorers = [(prm, "prm"), (orm, "orm")]
+        scorers = [(prm_scorer, "prm"), (orm_scorer, "orm")]
         if live_keys is not None:
             scorers += [(live_prm, live_keys[0]), (live_orm, live_keys[1])]
         # A trace a model cannot read whole (an ORM past its max_length) stays unscored, not fatal.
@@ -339,7 +349,7 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
                 _say(f"[yellow]{len(skipped)} held-out traces not scored by {key}[/] "
                      f"(first: {skipped[0][0]}: {skipped[0][1]})")
         if hinted:  # by the verdict PRM only: the probe asks how it scores them
-            score_traces_or_skip(prm, hinted, "prm", aggregate="min", progress=True,
+            score_traces_or_skip(prm_scorer, hinted, "prm", aggregate="min", progress=True,
                                  what="score hinted traces (prm)")
             _write(hinted, hinted_file)
         add_trace_scores(heldout, "prm", ("last", "prod", "mean", "geo_mean"))
@@ -370,12 +380,12 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
                                   seed=env_cfg.seed + 1000)
             other = arith_derived_traces(shifted, cfg.transfer_traces // 2, seed=cfg.seed)
         same = arith_derived_traces(env_cfg, cfg.transfer_traces // 2, seed=cfg.seed + 1)
-        results["probes"] = run_probes(prm, heldout, key="prm", score=False, label_source="symbolic",
+        results["probes"] = run_probes(prm_scorer, heldout, key="prm", score=False, label_source="symbolic",
                                        aggregate="min", seed=cfg.seed, gaming_traces=cfg.gaming_traces,
                                        transfer_sources={"arith (derived)": same, other_name: other},
                                        in_domain="arith (derived)")
         if hinted:
-            results["probes"].update(run_probes(prm, hinted, key="prm", score=False,
+            results["probes"].update(run_probes(prm_scorer, hinted, key="prm", score=False,
                                                 probes=["faithfulness"]))
     mc = _read(mc_file) if mc_file.exists() else []
     if mc:
