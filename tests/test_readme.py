@@ -77,6 +77,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -93,7 +94,7 @@ DOC_FILES = [README, *sorted((REPO / "docs").glob("*.md"))]
 #: The --help examples' controls: a piece of the example -> ("skip", reason), ("append", args) or
 #: ("env", "NAME=VALUE").
 HELP_CONTROLS: dict[str, tuple[str, str]] = {
-    "prmkit demo": ("skip", "the whole pipeline (minutes); tests/test_demo.py runs it at a small size"),
+    "prmkit demo": ("skip", "the whole pipeline (minutes); the README's quick start runs it at a small size"),
     "data derive ../shared/data/gsm8k/train.jsonl": (
         "skip", "derives from all 7,473 GSM8K training problems (about 2 minutes on 2 cores); the "
         "--env arith example runs the same command at a small size"),
@@ -574,7 +575,6 @@ def _start_server(case: Case, cwd: Path, command: str | None = None, ready: str 
     """Start the case's line (or ``command``) in the background (its own process group) and wait until
     its URL (or ``ready``) answers."""
     import socket
-    import time
     import urllib.error
     import urllib.request
     from urllib.parse import urlsplit
@@ -646,11 +646,21 @@ def _run_case(case: Case, template, tmp_path_factory, capfd, request) -> None:
         _start_server(case, cwd, command=shlex.join(["exec", sys.executable, str(REPO / "tests" / "openai_stand_in.py"),
                                                      url.hostname, str(url.port or 80)]),
                       ready=f"{url.scheme}://{url.hostname}:{url.port or 80}/health")
+    t0 = time.monotonic()
     code, output = _run_shell(case, cwd, capfd)
+    took = time.monotonic() - t0
     tail = "\n".join(output.splitlines()[-30:])
     assert code == case.exits, (f"{case.where}: `{case.text}`"
                                 + (f" (with {case.append})" if case.append else "")
                                 + f" exited {code}, expected {case.exits}:\n{tail}")
+    if case.repository and "prmkit demo --quick" in case.text:
+        # The quick start's demo, in its fresh environment, is the suite's one run of the whole
+        # pipeline on the embedded default: its report is checked and a rerun must resume.
+        from demo_checks import check_quick_demo
+
+        prmkit = cwd / ".venv" / "bin" / "prmkit"
+        check_quick_demo(cwd / "runs" / "demo", took, lambda: subprocess.run(
+            [str(prmkit), "demo", "--quick"], cwd=cwd, capture_output=True, text=True, timeout=900))
 
 
 def _params(cases: list[Case]) -> list:

