@@ -659,7 +659,7 @@ def _run_case(case: Case, template, tmp_path_factory, capfd, request) -> None:
         from demo_checks import check_quick_demo
 
         prmkit = cwd / ".venv" / "bin" / "prmkit"
-        check_quick_demo(cwd / "runs" / "demo", took, lambda: subprocess.run(
+        check_quick_demo(cwd / "runs" / "demo-quick", took, lambda: subprocess.run(
             [str(prmkit), "demo", "--quick"], cwd=cwd, capture_output=True, text=True, timeout=900))
 
 
