@@ -30,10 +30,10 @@ back to ``model.generate`` (``describe()["engine"]`` says which ran).
 
 ``dtype="auto"`` (the default) is what :func:`~prmkit.policies.choose_compute` finds fast here: on a
 CUDA device bfloat16 where it has it; on a CPU bfloat16 where it computes it natively (AVX512-BF16
-or AMX) and int8 where it has int8 dot products (VNNI or AMX) and the loop can run the model, each
-only where a micro-probe at the model's shapes shows it beating float32; float32 otherwise (an
-AVX2-only CPU: there int8 products are 5-50x slower than float32's). ``describe()["compute"]`` says
-what was chosen and why. bfloat16 and int8 change the logits by rounding, so sampled texts differ
+or AMX) and int8 where the loop can run the model (through ``torch._int_mm`` with VNNI or AMX,
+through fbgemm's product on an AVX2-only CPU, where ``_int_mm`` is 5-50x slower than float32), each
+only where a micro-probe at the model's shapes shows it beating float32; float32 otherwise.
+``describe()["compute"]`` says what was chosen and why. bfloat16 and int8 change the logits by rounding, so sampled texts differ
 from float32's; ``benchmarks/generate.py --quality`` compares the pass@1 they reach.
 
 ``dtype="int8"`` (a CPU): the loop's products in int8 (:func:`_int8_kernel`: weights quantized once
@@ -44,16 +44,20 @@ head's product goes through oneDNN's own int8 linear (:func:`_int8_head_kernel`)
 the same integer sums. A decode step reads a quarter of float32's weight bytes; on 2 cores without
 AMX the int8 products run at 0.25-0.57 TMAC/s, bound by the kernel, not by memory, and at 16 rows
 most of a step is small operations. Rows stay independent of their batch (every scale is a row's or
-a channel's, integer sums are exact).
+a channel's, integer sums are exact). ``int8_kernel``: ``auto`` (``int_mm`` where the CPU has int8
+dot products, else ``fbgemm``), or either by name; ``fbgemm``
+(:func:`~prmkit.policies._int8._int8_fbgemm_kernel`) quantizes weights to 7 bits so that its 16-bit
+pair sums cannot overflow, and its products, its LM head's included, run eagerly (compiled they ran
+slower: 227 against 336 tokens/s on SmolLM2, 2 AVX2 cores).
 
 ``compile="auto"`` (the default) runs the layers of the int8 loop, and of the float32 loop on a CPU,
 through ``torch.compile`` (inductor) for models of at least ``COMPILE_MIN_PARAMETERS`` parameters
 (:meth:`_Plan.compile`): it fuses those small operations, at the cost of seconds of compiling once a
 process. The norms' sums then run in another order, so a compiled decode's logits differ from the
 eager loop's by rounding (and now and then an int8 rounding of an activation); rows stay independent
-of their batch (tested). On an AVX2-only CPU, where ``auto`` runs float32, the compiled float32 loop
-decodes SmolLM2 at 16 rows about 1.3x faster than the eager one (95-106 against 73-76 tokens/s
-on 2 cores), where the eager one only tied ``hf``. Below that size, and where the loop is eager,
+of their batch (tested). On an AVX2-only CPU asked for float32, the compiled float32 loop decodes
+SmolLM2 at 16 rows about 1.3x faster than the eager one (95-106 against 73-76 tokens/s on 2 cores),
+where the eager one only tied ``hf``. Below that size, and where the loop is eager,
 float32 gives ``hf``'s completions. ``compile=False`` keeps the eager loop; ``compile=True``
 compiles whatever the dtype.
 """
@@ -493,7 +497,8 @@ class TorchPolicy(HFPolicy):
 
     Takes what ``hf`` takes; ``dtype="auto"``: what :func:`~prmkit.policies.choose_compute` finds
     fast here (see the module docstring; :attr:`compute` says why); ``"int8"``, ``"bfloat16"`` and
-    ``"float32"`` ask for one. ``batch_size``: rows decoded together (rows of several requests share a batch; a CPU
+    ``"float32"`` ask for one; ``int8_kernel``: ``"auto"``, ``"int_mm"`` or ``"fbgemm"`` (module
+    docstring). ``batch_size``: rows decoded together (rows of several requests share a batch; a CPU
     decode step costs little more for 64 rows than for 16).
     """
 
