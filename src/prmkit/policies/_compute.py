@@ -18,8 +18,8 @@ Why the instruction sets and not ``_int_mm`` alone: on a CPU without VNNI (AVX2 
 Zen 2/3 machines and older Intel servers) oneDNN's int8 products are the slow path, 5-50x float32's
 (measured on a 2-core AMD EPYC with AVX2: 16 rows x 576 x 1,536, 117 ms against 3.5 ms), so an
 exactness check alone had ``auto`` choose a decode loop that sampled nothing in 20 minutes. There
-fbgemm's kernel, written for AVX2, is the fast int8 path: 0.61 against float32's 1.13 ms at 64 x 576
-x 1,536, and SmolLM2 samples at 336 tokens/s against 173 with the compiled float32 loop.
+fbgemm's kernel, written for AVX2, is the fast int8 path: 0.61 against float32's 1.13 ms for one 64 x 576
+-> 1,536 product, and SmolLM2 samples at 336 tokens/s against 173 with the compiled float32 loop.
 
 >>> ComputeChoice("float32", "no candidate", "cpu", "AVX2").describe()
 'float32 (no candidate; CPU class AVX2)'

@@ -112,7 +112,7 @@ def _int8_fbgemm_kernel(torch: Any) -> tuple[Any, Any]:
     """``(linear, pack)`` of int8 products for a CPU without int8 dot-product instructions (AVX2
     only, no VNNI), where ``torch._int_mm`` runs 5-50x slower than float32 but fbgemm's u8 x s8
     kernel (``vpmaddubsw``, two products summed in 16 bits, then 32-bit sums) runs about twice as
-    fast as float32 (0.61 against 1.13 ms at 64 x 576 x 1,536 on 2 AMD EPYC cores).
+    fast as float32 (0.61 against 1.13 ms for one 64 x 576 -> 1,536 product on 2 AMD EPYC cores).
 
     As :func:`_int8_kernel`, each input row is quantized when it comes, symmetric, with its own
     scale, to [-127, 127] (passed to fbgemm as unsigned bytes with zero point 128), and each weight row
