@@ -1,6 +1,7 @@
-"""The W8A8 int8 products of the ``torch`` policy's decode loop (and of :func:`choose_compute`'s
-probe, which times the loop's own product): weights quantized once per output channel, each input
-row when it comes, integer sums, so a row's output never depends on its batch."""
+"""The int8 products of the ``torch`` policy's decode loop (and of :func:`choose_compute`'s probe,
+which times the loop's own product): W8A8 through ``torch._int_mm`` for CPUs with VNNI or AMX, W7A8
+through fbgemm for AVX2-only ones. Weights quantized once per output channel, each input row when it
+comes, exact integer sums, so a row's output never depends on its batch."""
 
 from __future__ import annotations
 
