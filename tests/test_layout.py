@@ -3,11 +3,13 @@
 - no module imports another package's private module (``prmkit.search._common`` from ``eval``) or a
   private name of another package; what a package offers is exported from its ``__init__``. Modules
   of the root package (``prmkit._registry``, ``prmkit._jsonio``, ``prmkit._progress``,
-  ``prmkit._fields``, ``prmkit._weights``) are shared infrastructure of every package and may be imported anywhere;
+  ``prmkit._fields``, ``prmkit._weights``, ``prmkit._durable``) are shared infrastructure of every package and may be imported anywhere;
 - the subpackages import each other without cycles, and so do the modules inside each package;
   imports inside functions and under ``TYPE_CHECKING`` count;
 - the CLI holds no stage logic: a command module imports no stage's internals and no ``_private``
-  name.
+  name;
+- every file is written through ``prmkit._durable.durable_file`` (or into a staging folder published
+  whole); the few exceptions are listed with their reasons.
 """
 
 from __future__ import annotations
@@ -157,3 +159,112 @@ def test_the_checks_see_a_private_import():
     found = {t for _, t, _ in _imports("prmkit.eval._files", MODULES["prmkit.eval._files"])}
     assert "prmkit.scoring" in found and "prmkit.eval._probes" in found
     assert _package("prmkit.eval._probes") == "eval" and _is_package("prmkit.eval")
+
+
+# -- writes go through prmkit._durable -------------------------------------------------------------
+
+#: Calls that create or replace a file, by the called name (``open`` and ``open_text`` only with a
+#: writing mode).
+_NAME_WRITERS = {"save_file", "TraceWriter", "ParquetWriter", "copyfile", "copy2"}
+_ATTR_WRITERS = {"write_text", "write_bytes", "save_file", "TraceWriter", "ParquetWriter", "savefig",
+                 "save_pretrained", "to_parquet", "to_json", "to_csv"}
+_OPENERS = {"open", "open_text", "open_binary", "fdopen", "gzip.open"}
+#: Where a write that is not inside ``with durable_file(...)`` is allowed, and why.
+_ALLOWED_WRITES = {
+    "prmkit._durable": "the helper itself",
+    "prmkit._jsonio": "the rename and folder-publishing primitives the helper uses",
+    "prmkit.trace:TraceWriter.__init__": "writes the path it is given: durable_file's temporary file, or an "
+                                         "output appended to under output_lock (generate's resume file)",
+    "prmkit.trace:write_traces": "the path is durable_file's temporary file or appended to under output_lock",
+    "prmkit.generate._sampling:_sample_into": "appends to the resume file under output_lock",
+    "prmkit.cli:main": "opens /dev/null for a reader that left (a closed pipe)",
+    "prmkit.eval._plots:_png": "savefig into memory (a BytesIO), not a file",
+    "prmkit.train._trainer:_save_optimizer": "into a checkpoint staging folder (publish_folder)",
+    "prmkit.train._trainer:train": "into the run's staging folder (publish_into)",
+    "prmkit.train._trainer:_save_checkpoint": "into a checkpoint staging folder (publish_folder)",
+    "prmkit.train._trainer:_write_config_yaml": "into a staging folder (its callers publish it)",
+    "prmkit.train._policy_sft:sft_policy": "into a staging folder (publish_into)",
+    "prmkit.models._model:RewardModel.save_pretrained": "into a staging folder (publish_into)",
+    "prmkit.models._shipped:export_shipped": "into a staging folder (publish_folder)",
+    "prmkit.models._shipped:_cast_tensors": "rewrites a file of export_shipped's staging folder",
+    "prmkit.models._model:shipped_model_folder": "into a staging folder (publish)",
+    "prmkit.models._backbones:build_tiny_backbone": "into a staging folder (publish_folder)",
+    "prmkit.policies._ct2:convert_to_ct2": "into a staging folder (publish_folder)",
+    "prmkit.policies._hf:_save_cache": "into a staging folder (publish_folder)",
+}
+
+
+def _mode(call: ast.Call) -> str:
+    args = call.args[1:2] + [k.value for k in call.keywords if k.arg == "mode"]
+    if not args:
+        return "r"
+    # A mode computed at run time may write: counted as writing.
+    return args[0].value if isinstance(args[0], ast.Constant) and isinstance(args[0].value, str) else "w"
+
+
+def _called(call: ast.Call) -> str:
+    f = call.func
+    if isinstance(f, ast.Attribute):
+        if isinstance(f.value, ast.Name) and f.value.id == "gzip" and f.attr == "open":
+            return "gzip.open"
+        return f.attr
+    return f.id if isinstance(f, ast.Name) else ""
+
+
+def _unguarded_writes(path: Path) -> list[tuple[int, str, str]]:
+    """(line, enclosing function, call) of every file write outside ``with durable_file(...)``."""
+    out: list[tuple[int, str, str]] = []
+
+    def visit(node: ast.AST, scope: str, guarded: bool) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            scope = f"{scope}.{node.name}" if scope else node.name
+        if isinstance(node, (ast.With, ast.AsyncWith)) and any(
+                isinstance(i.context_expr, ast.Call) and _called(i.context_expr) in ("durable_file", "output_lock")
+                for i in node.items):
+            guarded = True
+        if isinstance(node, ast.Call) and not guarded:
+            name = _called(node)
+            f = node.func
+            base = f.value.id if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else None
+            if isinstance(f, ast.Name):
+                hit = name in _NAME_WRITERS or (name in _OPENERS and any(c in _mode(node) for c in "wax"))
+            elif name in ("replace", "rename"):
+                hit = base == "os"
+            elif name in ("move", "copyfile", "copy2", "copy"):
+                hit = base == "shutil"
+            elif name == "save":
+                hit = base == "torch"
+            else:
+                hit = name in _ATTR_WRITERS or (name in _OPENERS and any(c in _mode(node) for c in "wax"))
+            if hit:
+                out.append((node.lineno, scope, name))
+        for child in ast.iter_child_nodes(node):
+            visit(child, scope, guarded)
+
+    visit(ast.parse(path.read_text()), "", False)
+    return out
+
+
+def test_files_are_written_only_through_the_durable_helper():
+    """Every file prmkit writes goes through ``prmkit._durable`` (a unique temporary file renamed on
+    success, a lock on the output, inputs checked against it) or into a staging folder that is
+    published whole; any other write is listed here with its reason, or it fails this test."""
+    bad, used = [], set()
+    for name, path in MODULES.items():
+        if name in _ALLOWED_WRITES:
+            continue
+        for line, scope, call in _unguarded_writes(path):
+            used.add(f"{name}:{scope}")
+            if f"{name}:{scope}" not in _ALLOWED_WRITES:
+                bad.append(f"{path.relative_to(SRC)}:{line}: {call}(...) in {scope or 'module'}")
+    stale = sorted(k for k in _ALLOWED_WRITES if ":" in k and k not in used)
+    assert not stale, f"_ALLOWED_WRITES names functions that write nothing (remove them): {stale}"
+    assert not bad, ("files written outside prmkit._durable.durable_file (use it, or add the function to "
+                     "_ALLOWED_WRITES with the reason):\n" + "\n".join(bad))
+
+
+def test_the_write_check_sees_an_unguarded_write(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text("def f(p):\n    p.write_text('x')\n    with durable_file(p) as t:\n"
+                   "        open(t, 'w').write('y')\n    open(p, 'a')\n    'a'.replace('a', 'b')\n")
+    assert _unguarded_writes(src) == [(2, "f", "write_text"), (5, "f", "open")]

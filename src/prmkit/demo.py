@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prmkit._jsonio import replace_durably
+from prmkit._durable import write_text_file
 from prmkit.errors import PrmkitError
 
 __all__ = ["DemoConfig", "DEMO_PRESETS", "run_demo"]
@@ -191,18 +191,15 @@ class _Stages:
 
 def _write_text(path: Path, text: str) -> None:
     """A small file of the run folder, written then renamed durably."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    replace_durably(tmp, path)
+    write_text_file(path, text)
 
 
 def _write(traces: list, path: Path) -> None:
-    """Write then rename: an interrupted run never leaves a half-written stage file behind."""
+    """Write then rename (``write_traces`` does): an interrupted run never leaves a half-written
+    stage file behind."""
     from prmkit.trace import write_traces
 
-    tmp = path.with_suffix(".tmp")
-    write_traces(traces, tmp)
-    replace_durably(tmp, path)
+    write_traces(traces, path)
 
 
 def _read(path: Path) -> list:

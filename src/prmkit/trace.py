@@ -467,8 +467,14 @@ class TraceWriter:
 
 
 def write_traces(traces: Iterable[Trace], path: str | os.PathLike, *, append: bool = False) -> int:
-    """Write ``traces`` to a JSONL file (streamed; ``.gz`` compresses). Returns how many."""
-    with TraceWriter(path, append=append) as w:
-        for t in traces:
-            w.write(t)
-        return w.count
+    """Write ``traces`` to a JSONL file (streamed; ``.gz`` compresses). Returns how many.
+
+    A new file is written to a temporary file beside ``path`` and renamed when complete, so a failure
+    leaves an existing ``path`` as it was; ``append`` adds to ``path`` itself, under a lock."""
+    from prmkit._durable import durable_file, output_lock
+
+    with (output_lock(path) if append else durable_file(path)) as tmp:
+        with TraceWriter(path if append else tmp, append=append) as w:
+            for t in traces:
+                w.write(t)
+            return w.count

@@ -260,7 +260,7 @@ def test_derive_file(tmp_path):
     assert report.skipped["no error type applies"] == 1  # "Say hi." states no number to change
     assert sum(n for r, n in report.skipped.items() if r.startswith("unreadable record")) == 1
     assert not list(out.parent.glob("*.partial*"))
-    with pytest.raises(PrmkitError, match="must not be the input"):
+    with pytest.raises(PrmkitError, match="must not overwrite the input"):
         derive_file(src, src)
     with pytest.raises(PrmkitError, match="no such file"):
         derive_file(tmp_path / "absent.jsonl", out)

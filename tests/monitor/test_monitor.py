@@ -124,7 +124,7 @@ def test_monitor_file_writes_flags_atomically_and_deploy_stops_before_submit(tmp
     assert report.flagged == {"rule": 2} and report.stopped == {"rule": 2}
     assert [t.meta["monitor"]["rule"]["deploy"]["stopped"] for t in got] == [False, False, True, True]
     assert got[2].provenance[-1].stage == "monitor"
-    with pytest.raises(PrmkitError, match="OUT is IN"):
+    with pytest.raises(PrmkitError, match="must not overwrite the input"):
         monitor_file(inp, inp, [RuleMonitor()])
     with pytest.raises(PrmkitError, match="exists"):
         monitor_file(inp, out, [RuleMonitor()])

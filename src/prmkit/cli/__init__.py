@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -96,10 +96,14 @@ def main(argv: list[str] | None = None) -> None:
     end = args.index("--") if "--" in args else len(args)
     debug = "--debug" in args[:end] or os.environ.get("PRMKIT_DEBUG", "") not in ("", "0")
     args = [a for i, a in enumerate(args) if i >= end or a != "--debug"]
+    previous = _exit_on_sigterm()
     try:
         code = app(args=args, standalone_mode=False, prog_name="prmkit")
         if isinstance(code, int) and code:  # typer.Exit(n) returns n in non-standalone mode
             sys.exit(code)
+    except _Terminated:
+        typer.secho("terminated", fg="yellow", err=True)  # after the writers cleaned up and said so
+        sys.exit(143)
     except SystemExit:
         raise
     except KeyboardInterrupt:
@@ -125,6 +129,35 @@ def main(argv: list[str] | None = None) -> None:
             text = " ".join(str(e).split()) or "(no message)"
             _error(f"{type(e).__name__}: {text} (run with --debug for the traceback)")
         sys.exit(1)
+    finally:
+        if previous is not None:  # in-process callers (tests, notebooks) get their handler back
+            import signal
+
+            signal.signal(signal.SIGTERM, previous)
+
+
+class _Terminated(SystemExit):
+    """SIGTERM, raised where the main thread was, so the stack unwinds as for Ctrl-C."""
+
+
+def _exit_on_sigterm() -> Any:
+    """SIGTERM (``kill``, a job scheduler's stop) ends the command as Ctrl-C does: the stack unwinds,
+    so every writer removes its temporary file and no output is left half-written; exit 143.
+    Returns the handler it replaced (None where signals are not this thread's to set)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def stop(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
+        raise _Terminated(143)
+
+    try:
+        return signal.signal(signal.SIGTERM, stop)
+    except (ValueError, OSError):  # pragma: no cover - an embedding that owns the signals
+        return None
 
 
 def _error(message: str) -> None:

@@ -62,10 +62,11 @@ def _print_problems(report: ImportReport, limit: int) -> None:
             err_console.print(f"{title} by reason: {counts}", highlight=False, soft_wrap=True)
 
 
-def print_skipped(report: ImportReport, out: Path, limit: int = 20) -> None:
+def print_skipped(report: ImportReport, out: Path, limit: int = 20, overwrite: bool = False) -> None:
     """List the records a ``--skip-invalid`` run skipped (location, field, id, reason) on stderr; past
-    ``limit`` count them and write them all to ``OUT.skipped.jsonl``."""
-    for line in report.skipped_lines(out, limit=limit):
+    ``limit`` count them and write them all to ``OUT.skipped.jsonl`` (a stale one is removed only
+    with ``overwrite``)."""
+    for line in report.skipped_lines(out, limit=limit, overwrite=overwrite):
         err_console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
@@ -105,7 +106,7 @@ def convert(
     n = convert_file(src, dst, src_format=from_, dst_format=to, skip_invalid=skip_invalid, report=report,
                      read_options=parse_options(option), write_options=parse_options(write_option),
                      losses=losses, strict=strict)
-    print_skipped(report, dst, show)
+    print_skipped(report, dst, show, overwrite)
     for e in report.issues[:show]:
         err_console.print(f"issue {e}", highlight=False, markup=False, soft_wrap=True)
     if len(report.issues) > show:

@@ -88,7 +88,7 @@ def label(
     from prmkit.data import ImportReport
     from prmkit.labelers import build_labeler, label_file
 
-    # An interrupted run has no OUT yet (it writes OUT's .partial and renames at the end), so a
+    # An interrupted run has no OUT yet (it writes a temporary file beside OUT and renames it at the end), so a
     # resume is never refused; an existing OUT is a finished run.
     output_file(out, overwrite)
     output_file(report_json, overwrite)
@@ -108,7 +108,7 @@ def label(
         console.print(f"{len(imported.skipped)} malformed input records skipped (not in {out})",
                       highlight=False, soft_wrap=True)
     if skip_invalid:
-        print_skipped(imported, out)
+        print_skipped(imported, out, overwrite=overwrite)
     if report.store is not None:
         console.print(f"store: {report.store} ({report.wall_seconds:.1f} s)", highlight=False,
                       soft_wrap=True)

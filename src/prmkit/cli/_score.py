@@ -102,7 +102,7 @@ def score(
         from prmkit.data import ImportReport, scan
 
         # score_file counts what it skipped but keeps no list: one more read (no model) names them.
-        print_skipped(scan(inp, from_format) if report.invalid else ImportReport(), out)
+        print_skipped(scan(inp, from_format) if report.invalid else ImportReport(), out, overwrite=overwrite)
 
 
 def select(

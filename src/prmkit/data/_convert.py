@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from prmkit._jsonio import replace_durably
+from prmkit._durable import check_inputs
 from prmkit.data._export import ExportReport
 from prmkit.data._format import ImportReport, detect_format, read, write
 from prmkit.data._hf import write_parquet
@@ -31,21 +31,13 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, src_format: str |
     if not os.path.exists(src):
         raise PrmkitError(f"{src}: no such file")
     src_format = src_format or detect_format(src)
-    if os.path.exists(dst) and os.path.samefile(src, dst):
-        raise PrmkitError(f"{dst}: the output must not overwrite the input")
+    check_inputs(dst, [src], [f"{os.fspath(dst)}.skipped.jsonl" if skip_invalid else None])
     traces = read(src, src_format, skip_invalid=skip_invalid, report=report,
                   **(read_options or {}))
-    # Written beside dst and renamed when complete: a failure leaves an existing dst as it was.
-    base, ext = os.path.splitext(os.fspath(dst))
-    tmp = f"{base}.partial{ext}"
-    try:
-        if dst_format == "parquet":
-            n = write_parquet(traces, tmp, **(write_options or {}))
-        else:
-            n = write(traces, tmp, dst_format, losses=losses, strict=strict, **(write_options or {}))
-        replace_durably(tmp, dst)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    # Written to a temporary file beside dst and renamed when complete (both writers go through
+    # prmkit._durable): a failure leaves an existing dst as it was.
+    if dst_format == "parquet":
+        n = write_parquet(traces, dst, **(write_options or {}))
+    else:
+        n = write(traces, dst, dst_format, losses=losses, strict=strict, **(write_options or {}))
     return n

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prmkit._jsonio import replace_durably
+from prmkit._durable import check_inputs, durable_file
 from prmkit.data._format import ImportReport, read
 from prmkit.data._inject import ERROR_TYPES, candidates
 from prmkit.data._reference import _decimal, _make_trace, _nearby, _Reference, _reference
@@ -294,8 +294,8 @@ def derive_file(inp: str | os.PathLike | Iterable[Problem | Trace], out: str | o
                 seed: int = 0, fmt: str | None = None) -> DeriveReport:
     """:func:`inject_errors` from a file of problems with reference solutions (any format ``prmkit.data``
     reads, ``fmt`` detected when None; or an iterable of Problems / Traces, as
-    ``prmkit.generate.load_problems`` gives) into the prmkit JSONL file ``out``. Written beside
-    ``out`` (``.partial`` before its suffix) and renamed when complete; records that cannot be read
+    ``prmkit.generate.load_problems`` gives) into the prmkit JSONL file ``out``. Written to a temporary
+    file beside ``out`` and renamed when complete; records that cannot be read
     are skipped and counted, like problems without a usable reference.
 
     >>> # derive_file("gsm8k/test.jsonl", "derived.jsonl", per_problem=2, seed=0).summary()
@@ -306,22 +306,16 @@ def derive_file(inp: str | os.PathLike | Iterable[Problem | Trace], out: str | o
         path = Path(inp)
         if not path.exists():
             raise PrmkitError(f"{path}: no such file")
-        if path.resolve() == out.resolve():
-            raise PrmkitError(f"{out}: the output must not be the input file")
+        check_inputs(out, [path])
         items: Iterable[Problem | Trace] = read(path, fmt, skip_invalid=True, report=imported)
     else:
         items = inp
     report = DeriveReport()
-    partial = out.with_name(out.stem + ".partial" + out.suffix)  # keeps .gz last: same compression
-    try:
-        with TraceWriter(partial) as w:
-            for t in inject_errors(items, error_types=error_types, per_problem=per_problem,
-                                   correct_fraction=correct_fraction, seed=seed, report=report):
-                w.write(t)
-        replace_durably(partial, out)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
+    src = inp if isinstance(inp, (str, os.PathLike)) else None
+    with durable_file(out, inputs=[src]) as partial, TraceWriter(partial) as w:
+        for t in inject_errors(items, error_types=error_types, per_problem=per_problem,
+                               correct_fraction=correct_fraction, seed=seed, report=report):
+            w.write(t)
     for reason, n in imported.skip_reasons().items():
         report.items += n
         report.skipped[f"unreadable record: {reason}"] += n

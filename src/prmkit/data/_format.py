@@ -16,15 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from prmkit._durable import durable_file
 from prmkit._fields import Fields
-from prmkit._jsonio import (
-    ensure_parent,
-    iter_json_records,
-    open_binary,
-    open_text,
-    replace_durably,
-    write_jsonl_line,
-)
+from prmkit._jsonio import iter_json_records, open_binary, open_text, write_jsonl_line
 from prmkit._registry import Registry
 from prmkit.data._export import ExportReport, LossCheck
 from prmkit.errors import FormatError, PrmkitError
@@ -62,22 +56,16 @@ class ImportReport:
     def write_skipped(self, path: str | os.PathLike) -> None:
         """Write :meth:`skipped_rows` to ``path`` as JSON Lines, through a temporary file beside it
         that is flushed to disk and renamed: ``path`` is complete or absent."""
-        path = Path(path)
-        ensure_parent(path)
-        tmp = path.with_name(path.name + ".partial")
-        try:
-            with open_text(tmp, "w") as f:
-                for row in self.skipped_rows():
-                    write_jsonl_line(f, row)
-            replace_durably(tmp, path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        with durable_file(path) as tmp, open_text(tmp, "w") as f:
+            for row in self.skipped_rows():
+                write_jsonl_line(f, row)
 
-    def skipped_lines(self, out: str | os.PathLike | None = None, *, limit: int = 20) -> list[str]:
+    def skipped_lines(self, out: str | os.PathLike | None = None, *, limit: int = 20,
+                      overwrite: bool = False) -> list[str]:
         """Lines for people about the skipped records: each one (``file:line: field — reason``, and
         its id) up to ``limit``; past it the count, and with ``out`` the full list written to
-        ``<out>.skipped.jsonl`` (a stale list from an earlier run of ``out`` is removed).
+        ``<out>.skipped.jsonl``. A list from an earlier run of ``out`` that this run has no use for is
+        removed only with ``overwrite`` (the user's ``--overwrite``); otherwise a line says it is stale.
 
         >>> r = ImportReport(skipped=[FormatError("bad", path="a.jsonl", line=3, field="steps")])
         >>> r.skipped_lines()
@@ -95,7 +83,11 @@ class ImportReport:
                 lines.append(f"all {len(self.skipped)} skipped records (file, line, field, id, reason): "
                              f"{side}")
         elif side is not None and side.exists():
-            side.unlink()
+            if overwrite:
+                side.unlink()
+            else:
+                lines.append(f"note: {side} is from an earlier run, not this one (kept; --overwrite "
+                             "removes it)")
         if self.skipped:
             lines.append("skipped by reason: " + ", ".join(
                 f"{n}× {r}" for r, n in self.skip_reasons().most_common(5)))
@@ -248,9 +240,9 @@ class Format:
         check = None
         if (losses is not None or strict) and not self.lossless:
             check = LossCheck(self, losses if losses is not None else ExportReport(), strict=strict)
-        ensure_parent(path)
         n = 0
-        with open_text(path, "w") as f:
+        # A temporary file beside ``path``, renamed when complete: ``path`` is the old file or the new.
+        with durable_file(path) as tmp, open_text(tmp, "w") as f:
             if self.container == "array":
                 import json
 

@@ -16,6 +16,7 @@ import os
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from prmkit._durable import durable_file
 from prmkit._fields import Fields
 from prmkit.errors import FormatError, MissingDependencyError
 from prmkit.trace import Problem, Provenance, Step, StepLabel, Trace
@@ -133,7 +134,7 @@ def write_parquet(traces: Iterable[Trace], path: str | os.PathLike, *,
     import pyarrow.parquet as pq
 
     n = 0
-    with pq.ParquetWriter(str(path), arrow_schema()) as w:
+    with durable_file(path) as tmp, pq.ParquetWriter(str(tmp), arrow_schema()) as w:
         for table in _tables(traces, batch_size):
             w.write_table(table)
             n += table.num_rows

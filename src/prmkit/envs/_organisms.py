@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from prmkit._jsonio import replace_durably
+from prmkit._durable import durable_file
 from prmkit._registry import Registry
 from prmkit.envs._agent import (
     ANSWER_KEY,
@@ -339,8 +339,7 @@ def agent_file(out: str | os.PathLike, agents: Sequence[Agent], *, tasks: int = 
         raise PrmkitError(f"{out} exists; pass overwrite=True (--overwrite) to replace it")
     env = AgentEnv(config or AgentConfig())
     report = AgentRunReport()
-    tmp = out.with_name(out.name + ".partial")
-    with TraceWriter(tmp) as w:
+    with durable_file(out) as tmp, TraceWriter(tmp) as w:
         for task in env.tasks(tasks, start):
             for agent in agents:
                 trace = run_episode(task, agent, guard=guard)
@@ -351,7 +350,6 @@ def agent_file(out: str | os.PathLike, agents: Sequence[Agent], *, tasks: int = 
                 report.stopped += a["stopped"] is not None
                 report.guard_seconds += a["guard_seconds"] or 0.0
                 w.write(trace)
-    replace_durably(tmp, out)
     return report
 
 
@@ -382,11 +380,9 @@ def export_messages_file(inp: str | os.PathLike, out: str | os.PathLike, *, over
     out = Path(out)
     if out.exists() and not overwrite:
         raise PrmkitError(f"{out} exists; pass --overwrite to replace it")
-    tmp = out.with_name(out.name + ".partial")
     n = 0
-    with open(tmp, "w", encoding="utf-8") as f:
+    with durable_file(out, inputs=[inp]) as tmp, open(tmp, "w", encoding="utf-8") as f:
         for t in read_traces(inp):
             f.write(json.dumps({"id": t.id, "messages": trace_to_messages(t)}, ensure_ascii=False) + "\n")
             n += 1
-    replace_durably(tmp, out)
     return n

@@ -267,7 +267,7 @@ def spec_file(out: str | Path, organisms: Sequence[str] = SPEC_ORGANISMS, *, req
     """Write every organism's trajectory on requests ``start .. start+requests-1`` to ``out`` (a
     temporary file renamed on success); returns :func:`refusal_rates` of what was written. ``spec``:
     a spec file whose rules replace the built-in ones (it must keep their ids R1-R4)."""
-    from prmkit._jsonio import replace_durably
+    from prmkit._durable import durable_file
     from prmkit.trace import TraceWriter
 
     out = Path(out)
@@ -278,9 +278,7 @@ def spec_file(out: str | Path, organisms: Sequence[str] = SPEC_ORGANISMS, *, req
     env = SpecEnv(seed, the_spec)
     traces = [spec_trajectory(r, o, spec=the_spec, seed=seed) for r in env.requests(requests, start)
               for o in names]
-    tmp = out.with_name(out.name + ".partial")
-    with TraceWriter(tmp) as w:
+    with durable_file(out) as tmp, TraceWriter(tmp) as w:
         for t in traces:
             w.write(t)
-    replace_durably(tmp, out)
     return refusal_rates(traces)

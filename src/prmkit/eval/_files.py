@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prmkit._jsonio import replace_durably
+from prmkit._durable import write_text_file
 from prmkit.data import detect_format, read
 from prmkit.errors import PrmkitError
 from prmkit.eval._card import card_from_provenance
@@ -205,10 +205,5 @@ def report_files(results: Sequence[str | os.PathLike], out: str | os.PathLike, *
 def save_section(section: str, data: Mapping[str, Any], path: str | os.PathLike) -> Path:
     """Write ``{section: data}`` (or, for ``section=""``, ``data`` itself: several sections) as JSON to
     ``path``, through a temporary file renamed on success."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     body = dict(data) if not section else {section: data}
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(body, indent=2, sort_keys=True) + "\n")
-    replace_durably(tmp, path)
-    return path
+    return write_text_file(path, json.dumps(body, indent=2, sort_keys=True) + "\n", lock=True)

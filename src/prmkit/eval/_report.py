@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from prmkit._durable import write_bytes_file, write_text_file
 from prmkit._jsonio import decode_utf8
 from prmkit.errors import FormatError, MissingDependencyError, PrmkitError
 from prmkit.eval._doc import _DASH, Inline, ReportDoc, _auto, _bad, _ci, _f3, _int, _num, _pct, _pp
@@ -776,18 +777,18 @@ def write_report(results: Mapping[str, Any], out_dir: str | os.PathLike, *, titl
         (out / "figures").mkdir(exist_ok=True)
     for name, png in pngs.items():
         path = out / "figures" / f"{name}.png"
-        path.write_bytes(png)
+        write_bytes_file(path, png)
         written[f"figure:{name}"] = path
         fig_paths[name] = f"figures/{name}.png"
     written["json"] = out / "report.json"
-    written["json"].write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False,
-                                          allow_nan=False) + "\n", encoding="utf-8")
+    write_text_file(written["json"], json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False,
+                                                allow_nan=False) + "\n", lock=True)
     written["markdown"] = out / "report.md"
-    written["markdown"].write_text(_to_markdown(_document(data, set(fig_paths), title, notes), fig_paths),
-                                   encoding="utf-8")
+    write_text_file(written["markdown"], _to_markdown(_document(data, set(fig_paths), title, notes),
+                                                      fig_paths), lock=True)
     written["html"] = out / "report.html"
-    written["html"].write_text(_to_html(_document(data, set(pngs), title, notes), pngs,
-                                        _title(data, title)), encoding="utf-8")
+    write_text_file(written["html"], _to_html(_document(data, set(pngs), title, notes), pngs,
+                                              _title(data, title)), lock=True)
     return written
 
 

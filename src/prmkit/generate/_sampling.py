@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prmkit._jsonio import iter_json_records, open_text, replace_durably, write_jsonl_line
+from prmkit._durable import durable_file, output_lock
+from prmkit._jsonio import iter_json_records, open_text, write_jsonl_line
 from prmkit._progress import progress_bar
 from prmkit.data import answers_equal, extract_answer, get_splitter, read
 from prmkit.envs import PromptBuilder, SymbolicChecker
@@ -98,12 +99,10 @@ def _existing(path: Path, n: int) -> tuple[set[str], int]:
     done = {pid for pid, rs in per_problem.items() if len(rs) >= n}
     keep = [obj for pid in per_problem if pid in done for _, obj in per_problem[pid]]
     dropped = len(rows) - len(keep) + len(errors)
-    if dropped:
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        with open_text(tmp, "w") as f:
+    if dropped:  # the caller holds the output's lock
+        with durable_file(path, lock=False) as tmp, open_text(tmp, "w") as f:
             for obj in keep:
                 write_jsonl_line(f, obj)
-        replace_durably(tmp, path)
     return done, dropped
 
 
@@ -124,6 +123,18 @@ def sample_traces(problems: Sequence[Problem], policy: Policy, out: str | os.Pat
     resumed run to reproduce an uninterrupted one exactly.
     """
     out = Path(out)
+    # ``out`` is appended to as samples come (it is the resume state), so it is locked for the run:
+    # a second run writing it is refused instead of interleaving lines.
+    with output_lock(out):
+        return _sample_into(problems, policy, out, params=params, prompts=prompts,
+                            problems_per_call=problems_per_call, splitter=splitter, label=label,
+                            overwrite=overwrite, progress=progress, on_problem=on_problem)
+
+
+def _sample_into(problems: Sequence[Problem], policy: Policy, out: Path, *, params: SamplingParams,
+                 prompts: PromptBuilder, problems_per_call: int, splitter: str, label: bool,
+                 overwrite: bool, progress: bool,
+                 on_problem: Callable[[Problem, list[Trace]], None] | None) -> SampleReport:
     if overwrite and out.exists():
         out.unlink()
     done, dropped = _existing(out, params.n)

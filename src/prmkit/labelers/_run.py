@@ -3,8 +3,9 @@
 :func:`label_file` is what ``prmkit label`` runs. Rollouts go to the label store as they complete
 (by default ``OUT.labels.sqlite`` next to the output), so rerunning the same command after an
 interrupt makes only the rollouts that are missing and writes the same labels an uninterrupted run
-would have written. The output is written beside it (``OUT``'s name with ``.partial`` before its suffix) and renamed to ``OUT`` when complete: a
-file at ``OUT`` is always a finished run.
+would have written. The output is written to a temporary file beside it and renamed to ``OUT`` when
+complete (:mod:`prmkit._durable`, which also refuses a second run writing the same ``OUT``): a file
+at ``OUT`` is always a finished run.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 import time
 from pathlib import Path
 
-from prmkit._jsonio import replace_durably
+from prmkit._durable import check_inputs, durable_file
 from prmkit._progress import progress_bar
 from prmkit.data import ImportReport, count_records, detect_format, read
 from prmkit.errors import PrmkitError
@@ -47,30 +48,30 @@ def label_file(inp: str | os.PathLike, out: str | os.PathLike, labeler: RolloutL
     inp, out = Path(inp), Path(out)
     if not inp.exists():
         raise PrmkitError(f"{inp}: no such file")
-    if inp.resolve() == out.resolve():
-        raise PrmkitError(f"{out}: the output must not overwrite the input")
+    if store is None:
+        store = default_store_path(out) if labeler.channels else ":memory:"
+    store_path = store.path if isinstance(store, LabelStore) else store
+    sides = [store_path, f"{out}.skipped.jsonl" if skip_invalid else None]
+    check_inputs(out, [inp], sides)
     fmt = fmt or detect_format(inp)
     total = count_records(inp, fmt)
     report = LabelReport(labeler.name)
-    if store is None:
-        store = default_store_path(out) if labeler.channels else ":memory:"
     own = not isinstance(store, LabelStore)
     created = own and str(store) != ":memory:" and not Path(store).exists()
     st = store if isinstance(store, LabelStore) else LabelStore(store)
     report.store = None if st.path == ":memory:" else st.path
-    partial = out.with_name(out.stem + ".partial" + out.suffix)  # keeps .gz last: same compression
     t0 = time.perf_counter()
     discard_store = False
     try:
         traces = read(inp, fmt, skip_invalid=skip_invalid, report=import_report)
-        with progress_bar(total, f"labeling ({labeler.name})", enabled=progress,
-                          transient=False) as advance, TraceWriter(partial) as w:
+        with durable_file(out, inputs=[inp], side_files=sides) as partial, \
+                progress_bar(total, f"labeling ({labeler.name})", enabled=progress,
+                             transient=False) as advance, TraceWriter(partial) as w:
             for trace in label_stream(labeler, traces, store=st, report=report, window=window):
                 w.write(trace)
                 advance(1)
-        replace_durably(partial, out)
     except BaseException:
-        partial.unlink(missing_ok=True)  # the store keeps the work; a rerun writes the output
+        # The temporary output is gone; the store keeps the work, and a rerun writes the output...
         # ...unless there is none: a run that failed before storing a rollout (say on a bad input
         # line) leaves no store behind that it created.
         discard_store = created and _holds_nothing(st)

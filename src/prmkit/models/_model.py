@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from prmkit._jsonio import publish_into
 from prmkit._weights import PICKLE_WEIGHTS, check_safe_weights
 from prmkit.errors import MissingDependencyError, PrmkitError
 from prmkit.models._align import Aligned, AlignmentError, align
@@ -641,13 +642,22 @@ class RewardModel:
         """A plain transformers folder (safetensors) plus ``prmkit_rm.json``: the model's kind,
         convention, max_length and name, with what ``record`` adds (the trainer's config and steps)."""
         path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        with _quiet_transformers():
-            self.model.save_pretrained(path)
-            self.tokenizer.save_pretrained(path)
-        info = replace(record or TrainProvenance(), name=self.name, kind=self.kind,
-                       convention=self.convention.to_dict(), max_length=self.max_length)
-        (path / RM_CONFIG).write_text(json.dumps(info.to_dict(), indent=2, default=str) + "\n")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Written into a staging folder beside ``path``, then moved in with ``prmkit_rm.json`` last:
+        # a failure (a full disk) leaves what ``path`` held as it was.
+        stage = path.with_name(f".tmp-{path.name}-{os.getpid()}")
+        shutil.rmtree(stage, ignore_errors=True)
+        try:
+            stage.mkdir()
+            with _quiet_transformers():
+                self.model.save_pretrained(stage)
+                self.tokenizer.save_pretrained(stage)
+            info = replace(record or TrainProvenance(), name=self.name, kind=self.kind,
+                           convention=self.convention.to_dict(), max_length=self.max_length)
+            (stage / RM_CONFIG).write_text(json.dumps(info.to_dict(), indent=2, default=str) + "\n")
+            publish_into(stage, path, last=RM_CONFIG)
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
 
 
 def _unencodable(trace: Trace, e: Exception) -> str:

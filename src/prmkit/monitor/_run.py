@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prmkit._jsonio import replace_durably
+from prmkit._durable import check_inputs, durable_file
 from prmkit.errors import PrmkitError
 from prmkit.monitor._base import VIEWS, Monitor, flags_in_view, load_monitor, tool_call_of
 from prmkit.trace import Trace, TraceWriter, read_traces
@@ -117,8 +117,7 @@ def monitor_file(inp: str | os.PathLike, out: str | os.PathLike, monitors: Seque
     inp, out = Path(inp), Path(out)
     if view not in VIEWS:
         raise PrmkitError(f"unknown view {view!r}; views: {', '.join(VIEWS)}")
-    if out.resolve() == inp.resolve():
-        raise PrmkitError(f"OUT is IN ({out}): write the monitored traces to a new file")
+    check_inputs(out, [inp])
     if out.exists() and not overwrite:
         raise PrmkitError(f"{out} exists; pass --overwrite to replace it")
     traces = list(read_traces(inp))
@@ -128,12 +127,9 @@ def monitor_file(inp: str | os.PathLike, out: str | os.PathLike, monitors: Seque
         report.flagged[m.name] = sum(t.meta["monitor"][m.name]["flagged"] for t in traces)
         if deploy:
             report.stopped[m.name] = sum(t.meta["monitor"][m.name]["deploy"]["stopped"] for t in traces)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".partial")
-    with TraceWriter(tmp) as w:
+    with durable_file(out, inputs=[inp]) as tmp, TraceWriter(tmp) as w:
         for t in traces:
             w.write(t)
-    replace_durably(tmp, out)
     return report
 
 

@@ -261,25 +261,14 @@ def _cache_path(info: CpuInfo, shape: tuple[int, int, int], usable: list[str]) -
 
 def _save(path: Path, choice: ComputeChoice) -> None:
     """Keep a decision (best effort: a read-only cache only costs the next process its probe)."""
-    import tempfile
-
-    from prmkit._jsonio import replace_durably
+    from prmkit._durable import write_text_file
 
     entry = {"dtype": choice.dtype, "reason": choice.reason, "timings_ms": choice.timings_ms, "kernel": choice.kernel,
              "cpu": asdict(cpu_info()), "torch": _torch_version(), "threads": _threads()}
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError:
-        return
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(entry, indent=1) + "\n")
-        replace_durably(tmp, path)
+        write_text_file(path, json.dumps(entry, indent=1) + "\n")
     except OSError:
         pass
-    finally:
-        Path(tmp).unlink(missing_ok=True)  # gone already where the rename happened
 
 
 def probe(shape: tuple[int, int, int], dtypes: list[str], *, repeats: int = 5,

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prmkit._jsonio import replace_durably
+from prmkit._durable import check_inputs, durable_file
 from prmkit._progress import progress_bar
 from prmkit.data import ImportReport, count_records, read
 from prmkit.errors import PrmkitError
@@ -232,37 +232,31 @@ def score_file(inp: str | os.PathLike, out: str | os.PathLike, scorer: StepScore
     inp, out = Path(inp), Path(out)
     if not inp.exists():
         raise PrmkitError(f"{inp}: no such file")
-    if out.exists() and inp.resolve() == out.resolve():
-        raise PrmkitError(f"{out}: the output must not overwrite the input")
+    sides = [f"{out}.skipped.jsonl" if skip_invalid else None]
+    check_inputs(out, [inp], sides)
     key = key or scorer.kind
     agg_key = f"{key}:{aggregate}" if scorer.kind == "prm" else key
     report = ScoreReport(str(out), scorer.name, scorer.kind, key,
                          aggregate if scorer.kind == "prm" else None)
     imported = ImportReport()
     values: list[float] = []
-    partial = out.with_name(out.stem + ".partial" + out.suffix)
     t0 = time.perf_counter()
-    try:
-        traces = iter(read(inp, fmt, skip_invalid=skip_invalid, report=imported))
-        total = count_records(inp, fmt)
-        with TraceWriter(partial) as w, progress_bar(total, "scoring", enabled=progress,
-                                                     transient=False) as advance:
-            while batch := list(itertools.islice(traces, max(1, chunk))):
-                with advance.inflight(len(batch)):
-                    report.skipped += _score_chunk(scorer, batch, key, aggregate)
-                for t in batch:
-                    v = (t.meta.get("scores") or {}).get(agg_key)
-                    if v is not None:
-                        values.append(v)
-                        if scorer.kind == "prm" and partly_scored(t, key):
-                            report.partial += 1
-                    w.write(t)
-                report.traces += len(batch)
-                advance(len(batch))
-        replace_durably(partial, out)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
+    traces = iter(read(inp, fmt, skip_invalid=skip_invalid, report=imported))
+    total = count_records(inp, fmt)
+    with durable_file(out, inputs=[inp], side_files=sides) as partial, TraceWriter(partial) as w, \
+            progress_bar(total, "scoring", enabled=progress, transient=False) as advance:
+        while batch := list(itertools.islice(traces, max(1, chunk))):
+            with advance.inflight(len(batch)):
+                report.skipped += _score_chunk(scorer, batch, key, aggregate)
+            for t in batch:
+                v = (t.meta.get("scores") or {}).get(agg_key)
+                if v is not None:
+                    values.append(v)
+                    if scorer.kind == "prm" and partly_scored(t, key):
+                        report.partial += 1
+                w.write(t)
+            report.traces += len(batch)
+            advance(len(batch))
     report.seconds = time.perf_counter() - t0
     report.scored = len(values)
     report.mean_score = sum(values) / len(values) if values else None

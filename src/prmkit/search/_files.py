@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from prmkit._jsonio import replace_durably
+from prmkit._durable import durable_file
 from prmkit.data import read
 from prmkit.envs import ArithConfig, PromptBuilder
 from prmkit.errors import PrmkitError
@@ -29,13 +29,6 @@ from prmkit.trace import Problem, Trace, TraceWriter
 from prmkit.traces import is_correct, partly_scored, score_keys
 
 __all__ = ["select_file", "SelectFileReport", "search_file", "SearchFileReport", "pick_score_key"]
-
-
-def _atomic_writer(out: Path, inp: Path | None = None) -> tuple[Path, TraceWriter]:
-    if inp is not None and out.exists() and out.resolve() == inp.resolve():
-        raise PrmkitError(f"{out}: the output must not overwrite the input")
-    partial = out.with_name(out.stem + ".partial" + out.suffix)
-    return partial, TraceWriter(partial)
 
 
 def pick_score_key(traces: list[Trace], key: str | None) -> str:
@@ -103,20 +96,14 @@ def select_file(inp: str | os.PathLike, *, method: str = "bon", aggregate: str =
         result.partial = sum(partly_scored(t, key) for t in traces)
     if out is not None:
         out = Path(out)
-        partial, w = _atomic_writer(out, inp)
-        try:
-            with w:
-                for s in report.selections:
-                    if s.trace is None:
-                        continue
-                    t = s.trace
-                    t.meta["selection"] = s.to_dict()
-                    t.add_provenance(SelectProvenance(method, aggregate=s.aggregate, key=key))
-                    w.write(t)
-            replace_durably(partial, out)
-        except BaseException:
-            partial.unlink(missing_ok=True)
-            raise
+        with durable_file(out, inputs=[inp]) as partial, TraceWriter(partial) as w:
+            for s in report.selections:
+                if s.trace is None:
+                    continue
+                t = s.trace
+                t.meta["selection"] = s.to_dict()
+                t.add_provenance(SelectProvenance(method, aggregate=s.aggregate, key=key))
+                w.write(t)
         result.out, result.written = str(out), w.count
     return result
 
@@ -161,20 +148,14 @@ def search_file(out: str | os.PathLike, problems: list[Problem], policy: Policy,
     prompts = PromptBuilder.for_policy(policy, config=arith_config, source=source, shots=shots)
     out = Path(out)
     report = SearchFileReport(str(out), method, options=used)
-    partial, w = _atomic_writer(out)
-    try:
-        with w:
-            for p in problems:
-                r = search(method, p, policy, scorer, prompts, **used)
-                w.write(r.trace)
-                ok = is_correct(r.trace)
-                report.problems += 1
-                report.judged += ok is not None
-                report.right += bool(ok)
-                report.generated_tokens += r.generated_tokens
-                report.scored_tokens += r.scored_tokens
-        replace_durably(partial, out)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
+    with durable_file(out) as partial, TraceWriter(partial) as w:
+        for p in problems:
+            r = search(method, p, policy, scorer, prompts, **used)
+            w.write(r.trace)
+            ok = is_correct(r.trace)
+            report.problems += 1
+            report.judged += ok is not None
+            report.right += bool(ok)
+            report.generated_tokens += r.generated_tokens
+            report.scored_tokens += r.scored_tokens
     return report
