@@ -37,10 +37,19 @@ def serve(
     max_batch_traces: Annotated[int, typer.Option(help="Most traces per scorer call (dynamic batch).")] = ServeConfig.max_batch_traces,
     max_wait_ms: Annotated[float, typer.Option(help="How long a batch waits for more requests.")] = ServeConfig.max_wait_ms,
     max_traces: Annotated[int, typer.Option(help="Most traces in one request (413 past it).")] = ServeConfig.max_traces,
+    max_steps: Annotated[int, typer.Option(
+        help="Most steps in one trace (/v1/score: 413; /get_reward: that query unscored).")] = ServeConfig.max_steps,
+    max_trace_chars: Annotated[int, typer.Option(
+        help="Most characters of problem and steps in one trace (as --max-steps).")] = ServeConfig.max_trace_chars,
+    max_batch_steps: Annotated[int, typer.Option(
+        help="Most steps per scorer call; a timed-out request's traces are dropped between calls.")
+    ] = ServeConfig.max_batch_steps,
     max_body_mb: Annotated[float, typer.Option(help="Largest request body in MiB (413 past it).")] = ServeConfig.max_body_bytes / 2**20,
     max_queued_traces: Annotated[int, typer.Option(
         help="Traces waiting before requests get 503 + Retry-After.")] = ServeConfig.max_queued_traces,
     request_timeout: Annotated[float, typer.Option(help="Seconds a request may wait (504 past it).")] = ServeConfig.request_timeout,
+    shutdown_timeout: Annotated[float, typer.Option(
+        help="Seconds a shutdown waits for requests in flight (503 past it).")] = ServeConfig.shutdown_timeout,
     unscored_reward: Annotated[float, typer.Option(
         help="/get_reward's reward for a query it cannot score (no step, or a prompt too long for "
         "max_length; the reason is in 'unscored').")] = ServeConfig.unscored_reward,
@@ -56,6 +65,7 @@ def serve(
 
     run(model, scorer=scorer, scorer_options=parse_options(scorer_arg), host=host, port=port, token=token,
         batch_size=batch_size, allow_pickle=allow_pickle, aggregate=aggregate, splitter=splitter,
-        max_batch_traces=max_batch_traces, max_wait_ms=max_wait_ms, max_traces=max_traces,
-        max_body_bytes=int(max_body_mb * 1024 * 1024), max_queued_traces=max_queued_traces,
-        request_timeout=request_timeout, unscored_reward=unscored_reward)
+        max_batch_traces=max_batch_traces, max_batch_steps=max_batch_steps, max_wait_ms=max_wait_ms,
+        max_traces=max_traces, max_steps=max_steps, max_trace_chars=max_trace_chars,
+        max_body_bytes=max_body_mb * 1024 * 1024, max_queued_traces=max_queued_traces,
+        request_timeout=request_timeout, shutdown_timeout=shutdown_timeout, unscored_reward=unscored_reward)

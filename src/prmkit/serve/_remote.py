@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from prmkit.errors import MissingDependencyError, PrmkitError
+from prmkit.serve._batcher import OVER_LIMIT, over_limit
 from prmkit.trace import Trace
 
 __all__ = ["RemoteScorer", "RemoteScorerError", "RetryingClient", "remote_url"]
@@ -83,6 +84,10 @@ class RemoteScorer:
         self.kind = str(info.get("kind", "prm"))
         self.name = str(info.get("model", "remote"))
         self.chunk = int(chunk or info.get("max_traces") or 256)
+        # The server's per-trace limits (absent from an older server's /health): a trace over them is
+        # reported unscored here, not sent, so it cannot fail the others of its request with a 413.
+        self.max_steps = info.get("max_steps")
+        self.max_trace_chars = info.get("max_trace_chars")
 
     def describe(self) -> dict[str, Any]:
         """Provenance: the server and the model it serves (never the token)."""
@@ -104,9 +109,16 @@ class RemoteScorer:
 
     def score_each(self, traces: Sequence[Trace]) -> list[tuple[list[float | None] | None, str | None]]:
         """Per trace ``(scores, None)``, or ``(None, reason)`` for one the server could not score (``no
-        steps``, ``too long for the model: ...``, ``rejected by the scorer: ...``), in one request per
+        steps``, ``too long for the model: ...``, ``rejected by the scorer: ...``; ``over the server's
+        limit: ...`` for one over its ``--max-steps`` / ``--max-trace-chars``, not sent), in one request per
         ``chunk`` traces. :class:`~prmkit.rl.PRMReward` uses it, so one over-long completion costs
         its own reward, not a request per completion."""
+        over = [over_limit(t, self.max_steps, self.max_trace_chars) for t in traces]
+        sent = [t for t, why in zip(traces, over, strict=True) if why is None]
+        found = iter(self._score_sent(sent))
+        return [(None, OVER_LIMIT + why) if why is not None else next(found) for why in over]
+
+    def _score_sent(self, traces: Sequence[Trace]) -> list[tuple[list[float | None] | None, str | None]]:
         out: list[tuple[list[float | None] | None, str | None]] = []
         for i in range(0, len(traces), self.chunk):
             part = traces[i:i + self.chunk]

@@ -1,14 +1,16 @@
 """``prmkit serve``: load a scorer and run the app on uvicorn, with graceful shutdown.
 
 On SIGINT / SIGTERM the server stops accepting connections, answers 503 to new requests on open
-ones, lets every request in flight finish (uvicorn waits for them), then finishes the batcher's
-queue and exits.
+ones and lets the requests in flight finish for ``shutdown_timeout`` seconds (10 by default); those
+still waiting then get 503 + Retry-After, and the process exits without waiting for a scorer call in
+progress (it runs on a daemon thread).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import logging
+import math
 import os
 from typing import Any
 
@@ -16,7 +18,7 @@ from prmkit.errors import MissingDependencyError, PrmkitError
 from prmkit.scoring import StepScorer, get_aggregator
 from prmkit.serve._app import ServeConfig, create_app
 
-__all__ = ["serve", "make_server", "check_bind", "is_loopback", "TOKEN_ENV"]
+__all__ = ["serve", "make_server", "check_bind", "check_port", "is_loopback", "TOKEN_ENV"]
 
 #: The environment variable ``prmkit serve`` (and :class:`~prmkit.serve.RemoteScorer`) read the token from.
 TOKEN_ENV = "PRMKIT_SERVE_TOKEN"
@@ -45,11 +47,24 @@ def check_bind(host: str, token: str | None) -> None:
                           f"use it; pass --token or set ${TOKEN_ENV} (or bind 127.0.0.1)")
 
 
+def check_port(port: int) -> None:
+    """Refuse a port no socket can bind (before a model is loaded for it).
+
+    >>> check_port(70000)
+    Traceback (most recent call last):
+    prmkit.errors.PrmkitError: --port must be between 0 and 65535 (0: any free port), got 70000
+    """
+    if not 0 <= port <= 65535:
+        raise PrmkitError(f"--port must be between 0 and 65535 (0: any free port), got {port}")
+
+
 def make_server(scorer: StepScorer, config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000,
                 log_level: str = "info") -> Any:
     """A ``uvicorn.Server`` serving ``scorer`` whose shutdown marks the app as draining first (new
-    requests get 503 while those in flight finish). Refuses a non-loopback ``host`` without a token."""
+    requests get 503 while those in flight finish, for ``config.shutdown_timeout`` seconds). Refuses a
+    non-loopback ``host`` without a token, and a port out of range."""
     check_bind(host, config.token)
+    check_port(port)
     try:
         import uvicorn
     except ImportError:
@@ -59,10 +74,13 @@ def make_server(scorer: StepScorer, config: ServeConfig, *, host: str = "127.0.0
     class _Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
             app.state.draining = True
+            app.state.batcher.drain(config.shutdown_timeout)
             super().handle_exit(sig, frame)
 
+    # uvicorn cancels what is still running this long after the signal: the batcher's 503s come first,
+    # this is the backstop for a request stuck elsewhere (a client sending its body slowly).
     cfg = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on",
-                         timeout_graceful_shutdown=max(30, int(config.request_timeout)))
+                         timeout_graceful_shutdown=math.ceil(config.shutdown_timeout) + 2)
     server = _Server(cfg)
     server.app = app
     return server
@@ -79,6 +97,9 @@ def serve(model: str | os.PathLike | None = None, *, scorer: str = "model",
     from prmkit.scoring import load_scorer
 
     token = token if token is not None else (os.environ.get(TOKEN_ENV) or None)
+    check_port(port)
+    if batch_size < 1:
+        raise PrmkitError(f"--batch-size must be >= 1, got {batch_size}")
     cfg = ServeConfig(token=token, **config)
     get_aggregator(cfg.aggregate)
     check_bind(host, token)
