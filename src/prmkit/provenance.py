@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 __all__ = [
-    "REDACTED", "is_secret_name", "redact_secrets",
+    "REDACTED", "is_secret_name", "redact_secrets", "redact_url", "redact_text", "secrets_of",
     "PolicyRef", "GenerateProvenance", "LabelProvenance", "ScoreProvenance", "SearchProvenance",
     "GuidedProvenance", "SelectProvenance", "TrainProvenance", "STAGE_ENTRIES", "parse",
 ]
@@ -97,6 +97,81 @@ def redact_secrets(value: Any) -> Any:
 
 #: A URL's scheme and user info (``user:key@``), which can hold a secret.
 _URL_USERINFO = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@")
+#: The same anywhere in a text (an error message that quotes the URL it failed on).
+_URL_USERINFO_ANYWHERE = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s'\"<>]+@")
+#: Shorter secrets are not searched for in text: "ab" would redact half of any message.
+_MIN_SECRET_LEN = 4
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its user info (``user:key@``) replaced by :data:`REDACTED`: the form of a URL
+    that may be recorded, printed or put in a message.
+
+    >>> redact_url("https://me:sk-1@api.example.com/v1"), redact_url("http://127.0.0.1:8000/v1")
+    ('https://<redacted>@api.example.com/v1', 'http://127.0.0.1:8000/v1')
+    """
+    return _URL_USERINFO.sub(rf"\1{REDACTED}@", url, count=1) if "@" in url else url
+
+
+def secrets_of(args: Any) -> list[str]:
+    """Every secret in a backend's arguments, longest first: the values of the keys
+    :func:`is_secret_name` flags (at any depth) and the user info of any URL among the values (whole,
+    its password, and the ``user:password`` pair as HTTP basic auth sends it, base64-encoded), so
+    :func:`redact_text` can remove them from text a server sent back.
+
+    >>> secrets_of({"base_url": "http://me:sk-1@h/v1", "api_key": "sk-2", "model": "m"})
+    ['bWU6c2stMQ==', 'me:sk-1', 'sk-1', 'sk-2']
+    """
+    import base64
+    from urllib.parse import unquote
+
+    found: set[str] = set()
+
+    def walk(v: Any, secret: bool) -> None:
+        if isinstance(v, Mapping):
+            for k, x in v.items():
+                walk(x, secret or (isinstance(k, str) and is_secret_name(k)))
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                walk(x, secret)
+        elif isinstance(v, str):
+            if secret:
+                found.add(v)
+                if v.lower().startswith(("bearer ", "basic ")):
+                    found.add(v.split(None, 1)[1])
+            m = _URL_USERINFO.match(v) if "@" in v else None
+            if m:
+                info = v[len(m.group(1)):m.end() - 1]
+                user, _, password = info.partition(":")
+                for form in {info, unquote(info)}:
+                    found.add(form)
+                    found.add(base64.b64encode(unquote(form).encode()).decode())
+                if password:
+                    found.update({password, unquote(password)})
+        elif secret and v is not None and not isinstance(v, (bool, int, float)):
+            found.add(str(v))
+
+    walk(args, False)
+    return sorted((s for s in found if len(s) >= _MIN_SECRET_LEN), key=lambda s: (-len(s), s))
+
+
+def redact_text(text: str, secrets: Any = ()) -> str:
+    """``text`` (an error body, a server's message, a model's answer) with the user info of every URL
+    in it and every string of ``secrets`` (say :func:`secrets_of` a backend's arguments) replaced by
+    :data:`REDACTED`: what a server sends back may repeat the key it was sent.
+
+    >>> redact_text("HTTP 401 from http://me:sk-1@h/v1: bad key Bearer sk-2", ["sk-2"])
+    'HTTP 401 from http://<redacted>@h/v1: bad key Bearer <redacted>'
+    """
+    if not isinstance(text, str) or not text:
+        return text
+    if "@" in text:
+        text = _URL_USERINFO_ANYWHERE.sub(rf"\1{REDACTED}@", text)
+    for s in sorted((s for s in secrets if isinstance(s, str) and len(s) >= _MIN_SECRET_LEN),
+                    key=len, reverse=True):
+        if s in text:
+            text = text.replace(s, REDACTED)
+    return text
 
 
 @dataclass

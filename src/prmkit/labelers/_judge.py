@@ -30,6 +30,7 @@ from prmkit.errors import PrmkitError
 from prmkit.labelers._base import RolloutLabeler, check_k, policy_args, sampling_params
 from prmkit.labelers._plan import Channel, Need, Plan, PlanResult, Rollout
 from prmkit.policies import GenerationRequest
+from prmkit.provenance import redact_text, secrets_of
 from prmkit.trace import Trace
 
 __all__ = ["JudgeLabeler", "JudgeParseError", "parse_verdicts", "judge_messages", "JUDGE_SYSTEM",
@@ -124,6 +125,9 @@ class JudgeLabeler(RolloutLabeler):
             raise PrmkitError(f"retries must be an integer >= 0, got {retries!r}")
         check_k(max_new_tokens, "max_new_tokens")
         self.retries = retries
+        # The judge's answers are quoted in issues and notes: never with the backend's secrets (a
+        # server may echo them; the openai_compat client removes its own, this covers any backend).
+        self._secrets = secrets_of(getattr(policy, "kwargs", None) or {})
         self.allow_extra_text = allow_extra_text
         self.system = system
         self.channels["judge"] = Channel(
@@ -153,7 +157,7 @@ class JudgeLabeler(RolloutLabeler):
             try:
                 verdicts = parse_verdicts(answer.text, n, allow_extra_text=self.allow_extra_text)
             except JudgeParseError as e:
-                errors.append(str(e))
+                errors.append(redact_text(str(e), self._secrets))
                 continue
             meta = {"attempts": attempt + 1}
             labels = [[self.make_label(1 if ok else -1, "judge", channel="judge", rollouts=used,

@@ -53,6 +53,7 @@ from typing import Any
 from prmkit._progress import progress_bar
 from prmkit.errors import MissingDependencyError, PrmkitError
 from prmkit.policies._base import Completion, GenerationRequest, SamplingParams, apply_stop, derive_seed
+from prmkit.provenance import redact_text, redact_url, secrets_of
 
 __all__ = ["OpenAICompatPolicy", "PolicyServerError", "PolicyConnectionError", "PolicyTimeoutError",
            "PolicyHTTPError", "PolicyResponseError", "render_chatml"]
@@ -188,7 +189,10 @@ class OpenAICompatPolicy:
         if errors:
             raise PrmkitError("openai_compat policy: " + "; ".join(errors))
 
-        self.base_url = base_url.rstrip("/")
+        # Requests go to the URL as given (user info included: httpx sends it as basic auth); every
+        # URL this object shows (describe, messages, the progress bar) is the redacted one.
+        self._request_base = base_url.rstrip("/")
+        self.base_url = redact_url(self._request_base)
         self.model = model
         self.model_id = model
         self.mode = mode
@@ -201,6 +205,7 @@ class OpenAICompatPolicy:
         self.progress = progress
         # Kept private and out of describe()/repr so it cannot end up in traces, logs or reports.
         self._api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self._secrets = secrets_of({"base_url": self._request_base, "api_key": self._api_key})
         self._render: Callable[[Sequence[dict[str, Any]], str], str] | None = None
         self._template_name: str | None = None
         if mode == "completions":
@@ -215,8 +220,18 @@ class OpenAICompatPolicy:
 
     @property
     def endpoint(self) -> str:
-        """The URL requests are posted to."""
-        return f"{self.base_url}/{'chat/completions' if self.mode == 'chat' else 'completions'}"
+        """The URL requests are posted to, as shown (a URL's user info redacted)."""
+        return f"{self.base_url}/{self._path}"
+
+    @property
+    def _path(self) -> str:
+        return "chat/completions" if self.mode == "chat" else "completions"
+
+    def redact(self, text: str) -> str:
+        """``text`` received from the server (an error body, a completion) without this backend's
+        secrets: the api key and the base URL's user info, as sent or echoed (a 401 body often
+        repeats the key it refused)."""
+        return redact_text(text, self._secrets)
 
     def describe(self) -> dict[str, Any]:
         """Settings for provenance: backend, base_url, model, mode, concurrency (never the api key)."""
@@ -362,12 +377,13 @@ class OpenAICompatPolicy:
         """POST with bounded retries; returns the decoded JSON body or raises PolicyServerError."""
         httpx = _httpx()
         client = self._http()
-        url = self.endpoint
+        url = self.endpoint  # for messages
+        request_url = f"{self._request_base}/{self._path}"
         attempts = self.max_retries + 1
         for attempt in range(attempts):
             last = attempt == attempts - 1
             try:
-                resp = client.post(url, json=body)
+                resp = client.post(request_url, json=body)
             except httpx.TimeoutException as e:
                 if last:
                     raise PolicyTimeoutError(
@@ -377,17 +393,17 @@ class OpenAICompatPolicy:
                 self._sleep(attempt)
                 continue
             except httpx.ConnectError as e:
-                raise PolicyConnectionError(_connect_message(url, e), url=url) from None
+                raise PolicyConnectionError(self.redact(_connect_message(url, e)), url=url) from None
             except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as e:
                 # The connection broke mid-request (a server restart, a proxy dropping idle
                 # keep-alive connections): worth another try.
                 if last:
                     raise PolicyServerError(f"connection to {url} broke during the request after "
-                                            f"{attempts} attempt(s): {e}", url=url) from None
+                                            f"{attempts} attempt(s): {self.redact(str(e))}", url=url) from None
                 self._sleep(attempt)
                 continue
             except httpx.HTTPError as e:
-                raise PolicyServerError(f"request to {url} failed: {type(e).__name__}: {e}",
+                raise PolicyServerError(f"request to {url} failed: {type(e).__name__}: {self.redact(str(e))}",
                                         url=url) from None
 
             status = resp.status_code
@@ -397,14 +413,14 @@ class OpenAICompatPolicy:
                 except ValueError:
                     raise PolicyResponseError(
                         f"response from {url} is not JSON (HTTP {status}, content-type "
-                        f"{resp.headers.get('content-type', 'none')!r}): {_truncate(resp.text, 200)!r} — "
+                        f"{resp.headers.get('content-type', 'none')!r}): {_truncate(self.redact(resp.text), 200)!r} — "
                         "is base_url the API root of an OpenAI-compatible server (usually ending in /v1)?",
                         url=url) from None
             retryable = status == 429 or status >= 500
             if retryable and not last:
                 self._sleep(attempt, _retry_after(resp.headers.get("retry-after")))
                 continue
-            raise _http_error(url, status, resp.text, attempt + 1)
+            raise _http_error(url, status, self.redact(resp.text), attempt + 1)
         raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
 
     def _sleep(self, attempt: int, retry_after: float | None = None) -> None:
@@ -422,7 +438,7 @@ class OpenAICompatPolicy:
                ) -> list[Completion]:
         url = self.endpoint
         if not isinstance(data, dict) or "choices" not in data:
-            keys = ", ".join(sorted(data)) if isinstance(data, dict) else type(data).__name__
+            keys = self.redact(", ".join(sorted(map(str, data)))) if isinstance(data, dict) else type(data).__name__
             raise PolicyResponseError(f"response from {url} has no 'choices' field (got: {keys}) — "
                                       "not an OpenAI-compatible completion response", url=url)
         choices = data["choices"]
@@ -442,7 +458,7 @@ class OpenAICompatPolicy:
         out = []
         for j in order:
             choice = choices[j]
-            text = self._choice_text(choice, j, url)
+            text = self.redact(self._choice_text(choice, j, url))
             raw_finish = choice.get("finish_reason")
             # Servers differ on whether a matched stop string is returned; cut it here either way.
             text, stopped = apply_stop(text, params.stop)
@@ -451,10 +467,10 @@ class OpenAICompatPolicy:
             if "seed" in body:
                 meta["seed"] = body["seed"]
             if raw_finish not in ("stop", "length"):
-                meta["server_finish_reason"] = raw_finish
+                meta["server_finish_reason"] = self.redact(raw_finish) if isinstance(raw_finish, str) else raw_finish
             calls = choice.get("message", {}).get("tool_calls") if self.mode == "chat" else None
             if isinstance(calls, list) and calls:
-                meta["tool_calls"] = calls
+                meta["tool_calls"] = _redact_strings(calls, self.redact)
             # usage counts all choices of a response together, so it is per-completion only with one.
             if isinstance(completion_tokens, int) and expected == 1:
                 num_tokens = completion_tokens
@@ -490,7 +506,7 @@ class OpenAICompatPolicy:
         if not isinstance(content, str):
             raise PolicyResponseError(
                 f"response from {url}: choices[{j}].message.content is missing "
-                f"(message fields: {', '.join(sorted(message)) or 'none'})", url=url)
+                f"(message fields: {self.redact(', '.join(sorted(map(str, message)))) or 'none'})", url=url)
         return content
 
     @staticmethod
@@ -537,6 +553,17 @@ def _make_renderer(chat_template: Any) -> tuple[Callable[[Sequence[dict[str, Any
         return prompt + prefix
 
     return render, name
+
+
+def _redact_strings(value: Any, redact: Callable[[str], str]) -> Any:
+    """``value`` (JSON from a server) with ``redact`` applied to every string in it."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: _redact_strings(v, redact) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact_strings(v, redact) for v in value]
+    return value
 
 
 def _index(choice: Any, default: int) -> int:
