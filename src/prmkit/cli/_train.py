@@ -38,7 +38,11 @@ def _run(kind: str, config: str | None, overrides: list[str] | None, num_process
                           "it (to extend a run instead, train it with keep_final_checkpoint=true, then "
                           "rerun with a larger max_steps)")
     _check_data(cfg)
-    result = launch(cfg, num_processes, log=lambda msg: console.print(msg, highlight=False, soft_wrap=True))
+    try:
+        result = launch(cfg, num_processes, log=lambda msg: console.print(msg, highlight=False, soft_wrap=True))
+    except KeyboardInterrupt:  # typer turns it into a silent exit 130 before prmkit's main can say it
+        typer.secho("interrupted", fg="yellow", err=True)
+        raise SystemExit(130) from None
     if result.eval:
         parts = ", ".join(f"{k} {v:.4f}" for k, v in result.eval.items() if isinstance(v, float))
         console.print(f"final eval: {parts}", highlight=False)
@@ -58,6 +62,8 @@ def _check_data(cfg: TrainConfig) -> None:
         pass
 
 
+# The docstrings below write "\\[" where the help shows "[": typer renders them as rich markup, which
+# would take "[traces.jsonl]" for a style tag and drop it.
 @app.command()
 def prm(
     overrides: Annotated[list[str] | None, typer.Argument(help=_OVERRIDE_HELP)] = None,
@@ -67,9 +73,9 @@ def prm(
 ) -> None:
     """Train a PRM on step labels.
 
-    Example: prmkit train prm --config tiny train=[traces.jsonl] output_dir=runs/prm
-    On 2 CPU processes: prmkit train prm --num-processes 2 --config tiny train=[traces.jsonl]
-    On 8 GPUs: accelerate launch --multi_gpu --num_processes 8 -m prmkit train prm --config qwen2.5-math-7b-gpu train=[traces.jsonl]
+    Example: prmkit train prm --config tiny train=\\[traces.jsonl] output_dir=runs/prm
+    On 2 CPU processes: prmkit train prm --num-processes 2 --config tiny train=\\[traces.jsonl]
+    On 8 GPUs: accelerate launch --multi_gpu --num_processes 8 -m prmkit train prm --config qwen2.5-math-7b-gpu train=\\[traces.jsonl]
     """
     _run("prm", config, overrides, num_processes, overwrite)
 
@@ -83,7 +89,7 @@ def orm(
 ) -> None:
     """Train an ORM (one outcome label per trace) on the same backbones and inputs as a PRM.
 
-    Example: prmkit train orm --config tiny train=[traces.jsonl] output_dir=runs/orm
+    Example: prmkit train orm --config tiny train=\\[traces.jsonl] output_dir=runs/orm
     """
     _run("orm", config, overrides, num_processes, overwrite)
 

@@ -18,21 +18,18 @@ An executor takes one :class:`~prmkit.policies.GenerationRequest` with its
 
 from __future__ import annotations
 
-import ctypes
 import importlib
 import itertools
 import multiprocessing
 import os
 import pickle
-import signal
-import sys
-import threading
 import time
 from abc import ABC, abstractmethod
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from prmkit._procs import exit_with_parent
 from prmkit.errors import MissingDependencyError, PrmkitError
 from prmkit.policies import (
     POLICIES,
@@ -203,42 +200,11 @@ _WORKER_POLICY: Policy | None = None
 _WORKER_ERROR: str | None = None
 
 
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-
-
-def _exit_with_parent(parent: int) -> None:
-    """Make this worker process end when ``parent`` (the process that made the pool) dies, however
-    it dies: a SIGKILL of the main process would otherwise leave the worker (and, through the pipe
-    the worker holds, the resource tracker) running with nobody to read its results.
-
-    On Linux the kernel sends SIGKILL on the parent's death (``PR_SET_PDEATHSIG``). It fires when the
-    parent *thread* that started the worker ends; the pool starts its workers from the thread that
-    first submits to it, in prmkit the thread that runs the labeling, which outlives the pool.
-    Elsewhere, or where prctl cannot be called, a daemon thread polls the parent's pid once a second.
-    """
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
-                if os.getppid() != parent:  # the parent died before the signal was armed
-                    os._exit(1)
-                return
-        except (OSError, AttributeError):
-            pass
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(1.0)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="prmkit-parent-watchdog", daemon=True).start()
-
-
 def _worker_init(spec: PolicySpec, parent: int | None = None) -> None:
     # An exception here would only break the pool ("terminated abruptly"); keep it to report.
     global _WORKER_POLICY, _WORKER_ERROR
-    if parent is not None:
-        _exit_with_parent(parent)
+    if parent is not None:  # the pool starts its workers from the thread that first submits to it, in
+        exit_with_parent(parent)  # prmkit the thread that runs the labelling, which outlives the pool
     try:
         _WORKER_POLICY = spec.build()
     except Exception as e:

@@ -17,7 +17,9 @@ Runs on one process or many (DDP; :func:`prmkit.train.launch` starts them on CPU
 ``accelerate launch --multi_gpu`` on GPUs): each process takes every ``world``-th batch. Checkpoints
 (``save_every``) hold the weights (or LoRA adapter), the optimizer
 state in safetensors and the position in the data, so a resumed run continues exactly where it
-stopped. The final model is a plain ``save_pretrained`` folder; LoRA is merged into it.
+stopped. The final model is a plain ``save_pretrained`` folder; LoRA is merged into it. Each is
+written whole in a staging folder, then renamed into place; a failure on the way (a full disk, Ctrl-C)
+removes the staging folder, so ``output_dir`` holds what it held before.
 
 A run is extended by resuming it with a larger ``max_steps`` (or ``epochs``): from its newest
 checkpoint (an interrupted run's, or the one ``keep_final_checkpoint`` leaves beside a finished
@@ -28,15 +30,20 @@ says so. A smaller total than the checkpoint's step is refused.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import math
 import shutil
+import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from prmkit._durable import full_disk_error
 from prmkit._jsonio import publish_folder, publish_into
 from prmkit.errors import MissingDependencyError, PrmkitError
 from prmkit.eval import auroc, first_error_accuracy
@@ -238,6 +245,57 @@ def replaces_finished_model(cfg: TrainConfig) -> bool:
     return (out / RM_CONFIG).is_file() and not (cfg.resume and _checkpoints(out))
 
 
+def _check_output_dir(output_dir: str) -> None:
+    """Refuse (:class:`~prmkit.errors.PrmkitError`, one line naming the folder) an ``output_dir`` this
+    process cannot write, before anything loads: a probe file is created and removed in it, or, where
+    it does not exist yet, in the nearest folder above it that does (where the run will create it).
+    Without it, a read-only folder failed only at the first save, after the model had loaded and
+    trained."""
+    out = Path(output_dir).absolute()
+    folder = out
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise PrmkitError(f"output_dir {output_dir}: {folder} is a file, not a folder; choose another "
+                          "output_dir")
+    try:
+        with tempfile.TemporaryFile(dir=folder, prefix=".prmkit-write-probe-"):
+            pass
+    except OSError as e:
+        what = "cannot write in it" if folder == out else f"cannot create it in {folder}"
+        raise PrmkitError(f"output_dir {output_dir}: {what} ({e.strerror or e}); choose another "
+                          "output_dir or make the folder writable") from None
+
+
+def _full_disk(e: BaseException) -> bool:
+    """A full disk or quota, as an OSError or as safetensors' own error (its text)."""
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return "no space left on device" in str(e).lower()
+
+
+@contextlib.contextmanager
+def _staging(out: Path, name: str) -> Iterator[Path]:
+    """A fresh staging folder ``out / name`` for something published whole (a checkpoint, the final
+    model). On any failure (a full disk, Ctrl-C) it is removed, and so are the folders made for it
+    that hold nothing else (``out`` itself on a first run), so ``out`` is left as it was; a full disk
+    is then said in the user's terms (:func:`~prmkit._durable.full_disk_error`)."""
+    stage = out / name
+    shutil.rmtree(stage, ignore_errors=True)
+    made = [p for p in (out, *out.parents) if not p.exists()]  # deepest first
+    stage.mkdir(parents=True)
+    try:
+        yield stage
+    except BaseException as e:
+        shutil.rmtree(stage, ignore_errors=True)
+        for folder in made:
+            with contextlib.suppress(OSError):  # not empty: it holds something else now; kept
+                folder.rmdir()
+        if _full_disk(e):
+            raise full_disk_error(out, e) from e
+        raise
+
+
 # -- the run ------------------------------------------------------------------------------------------------
 
 def train(cfg: TrainConfig, *, log=print) -> TrainResult:
@@ -255,11 +313,13 @@ def train(cfg: TrainConfig, *, log=print) -> TrainResult:
 
         raise ConfigError(problems)
 
+    out = Path(cfg.output_dir)
     acc = Accelerator(cpu=not torch.cuda.is_available())
     main = acc.is_main_process
+    if main:  # the one process that writes, before the model loads
+        _check_output_dir(cfg.output_dir)
     say = log if main else (lambda *a, **k: None)
     set_seed(cfg.seed)
-    out = Path(cfg.output_dir)
     if cfg.precision == "int8":
         problem = int8_problem(acc.device)
         prec = Precision("int8", "int8") if problem is None else Precision("int8", "fp32", problem)
@@ -450,24 +510,22 @@ def train(cfg: TrainConfig, *, log=print) -> TrainResult:
     if main:
         # Written whole to a folder beside the checkpoints, flushed, then moved into place with
         # prmkit_rm.json last: a failure leaves an earlier model in ``out`` as it was.
-        stage = out / ".tmp-final"
-        shutil.rmtree(stage, ignore_errors=True)
-        stage.mkdir(parents=True)
-        if peft_model is not None:
-            # The adapter (and the head it trains in full) alone, beside the merged weights: a few MB,
-            # what a shipped model is made of (prmkit.models.export_shipped).
-            peft_model.save_pretrained(stage / "adapter")
-            rm.model = peft_model.merge_and_unload()
-        rm.name = f"prmkit-{cfg.kind}:{cfg.model}"
-        record = TrainProvenance(train_config=cfg.to_dict(), steps=step, extra={
-            "train_data": train_report.to_dict(), "eval_data": eval_report.to_dict() if held else None,
-            "eval": last_eval, "processes": world, "precision": prec.to_dict(), "optimizer": opt_kind})
-        rm.save_pretrained(stage, record=record)
-        _write_config_yaml(cfg, stage / "train_config.yaml")
-        with open(stage / "metrics.jsonl", "w") as f:
-            for rec in history:
-                f.write(json.dumps(rec) + "\n")
-        publish_into(stage, out, last=RM_CONFIG)
+        with _staging(out, ".tmp-final") as stage:
+            if peft_model is not None:
+                # The adapter (and the head it trains in full) alone, beside the merged weights: a few
+                # MB, what a shipped model is made of (prmkit.models.export_shipped).
+                peft_model.save_pretrained(stage / "adapter")
+                rm.model = peft_model.merge_and_unload()
+            rm.name = f"prmkit-{cfg.kind}:{cfg.model}"
+            record = TrainProvenance(train_config=cfg.to_dict(), steps=step, extra={
+                "train_data": train_report.to_dict(), "eval_data": eval_report.to_dict() if held else None,
+                "eval": last_eval, "processes": world, "precision": prec.to_dict(), "optimizer": opt_kind})
+            rm.save_pretrained(stage, record=record)
+            _write_config_yaml(cfg, stage / "train_config.yaml")
+            with open(stage / "metrics.jsonl", "w") as f:
+                for rec in history:
+                    f.write(json.dumps(rec) + "\n")
+            publish_into(stage, out, last=RM_CONFIG)
         for old in _checkpoints(out)[:-1] if cfg.keep_final_checkpoint else _checkpoints(out):
             shutil.rmtree(old, ignore_errors=True)
         say(f"saved {cfg.kind.upper()} to {out} ({step} steps, {tokens / max(seconds, 1e-9):.0f} tokens/s, "
@@ -542,20 +600,17 @@ def _save_checkpoint(acc, rm: RewardModel, peft_model, optimizer, cfg: TrainConf
                      epoch: int, pos: int, history: list[dict[str, Any]]) -> None:
     acc.wait_for_everyone()
     if acc.is_main_process:
-        final = out / f"{CHECKPOINT_PREFIX}{step}"
-        tmp = out / f".tmp-{CHECKPOINT_PREFIX}{step}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        if peft_model is not None:
-            peft_model.save_pretrained(tmp / "adapter")
-        else:
-            rm.save_pretrained(tmp)
-        opt = optimizer.optimizer if hasattr(optimizer, "optimizer") else optimizer
-        opt_state = _save_optimizer(opt, tmp / "optimizer.safetensors")
-        state = {"step": step, "epoch": epoch, "pos": pos, "config": cfg.to_dict(), "optimizer": opt_state,
-                 "history": history}
-        (tmp / STATE_FILE).write_text(json.dumps(state, default=str))
-        publish_folder(tmp, final, replace=True)
+        with _staging(out, f".tmp-{CHECKPOINT_PREFIX}{step}") as tmp:
+            if peft_model is not None:
+                peft_model.save_pretrained(tmp / "adapter")
+            else:
+                rm.save_pretrained(tmp)
+            opt = optimizer.optimizer if hasattr(optimizer, "optimizer") else optimizer
+            opt_state = _save_optimizer(opt, tmp / "optimizer.safetensors")
+            state = {"step": step, "epoch": epoch, "pos": pos, "config": cfg.to_dict(), "optimizer": opt_state,
+                     "history": history}
+            (tmp / STATE_FILE).write_text(json.dumps(state, default=str))
+            publish_folder(tmp, out / f"{CHECKPOINT_PREFIX}{step}", replace=True)
         for old in _checkpoints(out)[:-max(1, cfg.keep_checkpoints)]:
             shutil.rmtree(old, ignore_errors=True)
     acc.wait_for_everyone()
