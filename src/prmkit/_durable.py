@@ -183,8 +183,8 @@ def full_disk_error(out: str | os.PathLike, e: BaseException) -> PrmkitError:
 def _is_full_disk(e: BaseException) -> bool:
     if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
         return True
-    text = str(e).lower()
-    return "no space left" in text or "disk is full" in text or "database or disk is full" in text
+    # Libraries that wrap the OSError in their own exception (safetensors, some writers) keep its text.
+    return isinstance(e, (OSError, RuntimeError)) and "no space left on device" in str(e).lower()
 
 
 @contextlib.contextmanager

@@ -24,7 +24,8 @@ from typing import IO, Any
 from prmkit.errors import FormatError
 
 __all__ = ["iter_json_records", "decode_utf8", "open_text", "open_binary", "sniff_container",
-           "replace_durably", "fsync_folder", "fsync_tree", "publish_folder", "publish_into"]
+           "replace_durably", "fsync_folder", "fsync_tree", "publish_folder", "publish_into",
+           "load_yaml_or_json"]
 
 _decoder = json.JSONDecoder()
 
@@ -74,6 +75,39 @@ def decode_utf8(data: bytes, path: str | os.PathLike) -> str:
         raise FormatError(_not_utf8(data, e.start, e.start), path=str(path),
                           line=data.count(b"\n", 0, e.start) + 1) from None
     return text[1:] if text.startswith("\ufeff") else text
+
+
+def load_yaml_or_json(path: str | os.PathLike, what: str = "file") -> Any:
+    """A small settings file (rules, a spec, a recipe) parsed as YAML (``.yaml``/``.yml``) or JSON;
+    a missing file, bytes that are not UTF-8 and a syntax error are each one
+    :class:`~prmkit.errors.FormatError` naming the file (and the line where the parser says).
+
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "r.yaml")
+    >>> _ = open(p, "w").write("rules: [\n")
+    >>> load_yaml_or_json(p, "rules file")
+    Traceback (most recent call last):
+    ...
+    prmkit.errors.FormatError: ...r.yaml:2: not valid YAML (rules file): expected the node content, but found '<stream end>'
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise FormatError(f"no such {what}" if not p.exists() else f"not a file ({what})", path=str(p))
+    text = decode_utf8(p.read_bytes(), p)
+    yaml_file = p.suffix.lower() in (".yaml", ".yml")
+    try:
+        if yaml_file:
+            import yaml
+
+            return yaml.safe_load(text)
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise FormatError(f"not valid JSON ({what}): {e.msg}", path=str(p), line=e.lineno) from None
+    except Exception as e:  # yaml.YAMLError: its problem and the place it points at
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        problem = getattr(e, "problem", None) or " ".join(str(e).split())[:200]
+        raise FormatError(f"not valid YAML ({what}): {problem}", path=str(p),
+                          line=mark.line + 1 if mark is not None else None) from None
 
 
 def sniff_container(path: str | os.PathLike) -> str:

@@ -181,9 +181,10 @@ class Registry(MutableMapping[str, Any]):
             return _import(target)
         try:
             return _import(target)
-        except Exception as e:  # whatever the plugin's import raises: say whose it is
+        except (Exception, SystemExit) as e:  # whatever the plugin's import raises, sys.exit() too
+            what = f"it called sys.exit({e.code!r})" if isinstance(e, SystemExit) else f"{type(e).__name__}: {e}"
             raise PrmkitError(f"{self.kind} {name!r} comes from the {plugin}, which failed to "
-                              f"load: {type(e).__name__}: {e}") from e
+                              f"load: {what}") from e
 
     def create(self, name: str, **kwargs: Any) -> Any:
         """An instance of ``name`` built with ``kwargs`` (a wrong argument is a :class:`PrmkitError`)."""

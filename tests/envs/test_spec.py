@@ -65,7 +65,7 @@ def test_spec_files_and_their_errors(tmp_path):
     assert load_spec(p).rules == DEFAULT_SPEC.rules
     bad = tmp_path / "bad.yaml"
     bad.write_text("rules: [ {id: A, text: 'it's'} ]\n")
-    with pytest.raises(PrmkitError, match="bad.yaml: not valid YAML"):
+    with pytest.raises(PrmkitError, match="bad.yaml:1: not valid YAML"):
         load_spec(bad)
     for data, why in (({"rules": []}, "non-empty 'rules'"), ([], "expected an object"),
                       ({"rules": [{"id": "A", "text": "t", "decision": "maybe"}]}, "refuse or comply"),

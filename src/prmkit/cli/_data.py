@@ -126,7 +126,7 @@ def validate(
     path: Annotated[Path, typer.Argument(help="File to check.", callback=input_files)],
     from_: FromOpt = None,
     option: OptionOpt = None,
-    show: Annotated[int, typer.Option(help="How many problems to list (0: all).")] = 0,
+    show: Annotated[int, typer.Option(min=0, help="How many problems to list (0: all).")] = 0,
 ) -> None:
     """Check every record; list malformed rows as file:line: field — reason. Exits 1 on any problem.
 

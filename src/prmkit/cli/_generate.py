@@ -29,8 +29,8 @@ def generate(
         "--policy-arg", "-p", help="Backend argument KEY=VALUE, e.g. -p model=HuggingFaceTB/SmolLM2-1.7B-Instruct "
         "or -p base_url=http://127.0.0.1:8000/v1 -p model=qwen. Repeatable.")] = None,
     n: Annotated[int, typer.Option("-n", help="Samples per problem.")] = 8,
-    problems: Annotated[int, typer.Option(help="How many problems.")] = 50,
-    start: Annotated[int, typer.Option(help="Index of the first problem.")] = 0,
+    problems: Annotated[int, typer.Option(min=1, help="How many problems.")] = 50,
+    start: Annotated[int, typer.Option(min=0, help="Index of the first problem.")] = 0,
     steps: StepsOpt = "3",
     ops: OpsOpt = "+-*",
     max_operand: MaxOperandOpt = 20,

@@ -40,8 +40,8 @@ def run(
                                                     "(openai_compat, scripted, hf, ...).")] = None,
     policy_arg: Annotated[list[str] | None, typer.Option(
         "--policy-arg", "-p", help="Backend argument KEY=VALUE (base_url=..., model=...). Repeatable.")] = None,
-    tasks: Annotated[int, typer.Option(help="How many tasks.")] = 20,
-    start: Annotated[int, typer.Option(help="Index of the first task.")] = 0,
+    tasks: Annotated[int, typer.Option(min=1, help="How many tasks.")] = 20,
+    start: Annotated[int, typer.Option(min=0, help="Index of the first task.")] = 0,
     loophole: Annotated[str, typer.Option(
         help="mixed (answer key on even tasks, lenient grader on odd), answer_key, lenient_grader, "
              "or off (the control arm).")] = "mixed",
@@ -74,8 +74,8 @@ def spec(
     out: Annotated[Path, typer.Option("--out", "-o", help="Output JSONL of labelled trajectories.")],
     organism: Annotated[list[str] | None, typer.Option(
         "--organism", help="reasoned, surface, wrong_rule, inconsistent, or all (default). Repeatable.")] = None,
-    requests: Annotated[int, typer.Option(help="How many requests.")] = 40,
-    start: Annotated[int, typer.Option(help="Index of the first request.")] = 0,
+    requests: Annotated[int, typer.Option(min=1, help="How many requests.")] = 40,
+    start: Annotated[int, typer.Option(min=0, help="Index of the first request.")] = 0,
     seed: Annotated[int, typer.Option(help="Which request set.")] = 0,
     spec_file: Annotated[Path | None, typer.Option(
         "--spec", help="A spec file (YAML/JSON rules with id, text, decision) replacing the built-in "

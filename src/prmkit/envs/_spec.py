@@ -28,13 +28,13 @@ rule and applies it), ``inconsistent`` (reasons correctly, then acts against its
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from prmkit._jsonio import load_yaml_or_json
 from prmkit.errors import PrmkitError
 from prmkit.trace import Problem, Step, StepLabel, Trace
 
@@ -203,19 +203,7 @@ def spec_trajectory(request: SpecRequest, organism: str, *, spec: Spec = DEFAULT
 def load_spec(path: str | Path) -> Spec:
     """A :class:`Spec` from a YAML or JSON file (see the module docs)."""
     p = Path(path)
-    if not p.exists():
-        raise PrmkitError(f"{p}: no such spec file")
-    text = p.read_text(encoding="utf-8")
-    try:
-        if p.suffix in (".yaml", ".yml"):
-            import yaml
-
-            data = yaml.safe_load(text)
-        else:
-            data = json.loads(text)
-    except Exception as e:  # yaml.YAMLError or json.JSONDecodeError: one line naming the file
-        raise PrmkitError(f"{p}: not valid {'YAML' if p.suffix in ('.yaml', '.yml') else 'JSON'} "
-                          f"({' '.join(str(e).split())[:200]})") from None
+    data = load_yaml_or_json(p, "spec file")
     return Spec.from_dict(data, str(p))
 
 

@@ -11,6 +11,7 @@ at ``OUT`` is always a finished run.
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
 from pathlib import Path
 
@@ -58,7 +59,10 @@ def label_file(inp: str | os.PathLike, out: str | os.PathLike, labeler: RolloutL
     report = LabelReport(labeler.name)
     own = not isinstance(store, LabelStore)
     created = own and str(store) != ":memory:" and not Path(store).exists()
-    st = store if isinstance(store, LabelStore) else LabelStore(store)
+    try:
+        st = store if isinstance(store, LabelStore) else LabelStore(store)
+    except sqlite3.Error as e:
+        raise _store_error(store, e) from e
     report.store = None if st.path == ":memory:" else st.path
     t0 = time.perf_counter()
     discard_store = False
@@ -70,11 +74,13 @@ def label_file(inp: str | os.PathLike, out: str | os.PathLike, labeler: RolloutL
             for trace in label_stream(labeler, traces, store=st, report=report, window=window):
                 w.write(trace)
                 advance(1)
-    except BaseException:
+    except BaseException as e:
         # The temporary output is gone; the store keeps the work, and a rerun writes the output...
         # ...unless there is none: a run that failed before storing a rollout (say on a bad input
         # line) leaves no store behind that it created.
         discard_store = created and _holds_nothing(st)
+        if isinstance(e, sqlite3.Error):
+            raise _store_error(st.path, e) from e
         raise
     finally:
         report.wall_seconds += time.perf_counter() - t0
@@ -84,6 +90,18 @@ def label_file(inp: str | os.PathLike, out: str | os.PathLike, labeler: RolloutL
             for suffix in ("", "-wal", "-shm", "-journal"):
                 Path(f"{store}{suffix}").unlink(missing_ok=True)
     return report
+
+
+def _store_error(store: object, e: sqlite3.Error) -> PrmkitError:
+    """A label store that cannot be opened or written, in the user's terms."""
+    text = " ".join(str(e).split())
+    if "full" in text.lower():
+        return PrmkitError(f"no space left on device writing the label store {store} (the rollouts "
+                           "stored before are kept; free space and rerun to resume)")
+    if "readonly" in text.lower() or "read-only" in text.lower() or "unable to open" in text.lower():
+        return PrmkitError(f"{store}: the label store cannot be written ({text}); check the file's and its "
+                           "folder's permissions, or give another with --store")
+    return PrmkitError(f"{store}: label store error ({text})")
 
 
 def _holds_nothing(store: LabelStore) -> bool:

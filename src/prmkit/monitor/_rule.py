@@ -22,12 +22,12 @@ A rules file (YAML or JSON) is a list of rules, or ``{"rules": [...]}``. A rule 
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from prmkit._jsonio import load_yaml_or_json
 from prmkit.errors import PrmkitError
 from prmkit.monitor._base import Flag, tool_call_of
 from prmkit.trace import Trace
@@ -59,9 +59,15 @@ class RuleMonitor:
                                                                          else "given")
         raw = DEFAULT_RULES if rules is None else _read_rules(rules) if isinstance(rules, (str, Path)) \
             else rules
-        self.rules = [_compile(r, i) for i, r in enumerate(raw)]
+        try:
+            self.rules = [_compile(r, i) for i, r in enumerate(raw)]
+        except PrmkitError as e:  # a rule of a file: the message names the file
+            if isinstance(rules, (str, Path)):
+                raise PrmkitError(f"{rules}: {e}") from None
+            raise
         if not self.rules:
-            raise PrmkitError("rule monitor: the rules list is empty")
+            raise PrmkitError(f"{self.source if isinstance(rules, (str, Path)) else 'rule monitor'}: "
+                              "the rules list is empty")
         self.name = name
 
     def describe(self) -> dict[str, Any]:
@@ -103,15 +109,7 @@ class RuleMonitor:
 
 def _read_rules(path: str | Path) -> list[dict[str, Any]]:
     p = Path(path)
-    if not p.exists():
-        raise PrmkitError(f"{p}: no such rules file")
-    text = p.read_text(encoding="utf-8")
-    if p.suffix in (".yaml", ".yml"):
-        import yaml
-
-        data = yaml.safe_load(text)
-    else:
-        data = json.loads(text)
+    data = load_yaml_or_json(p, "rules file")
     if isinstance(data, dict):
         data = data.get("rules")
     if not isinstance(data, list):

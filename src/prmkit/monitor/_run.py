@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from prmkit._durable import check_inputs, durable_file
+from prmkit.data import read
 from prmkit.errors import PrmkitError
 from prmkit.monitor._base import VIEWS, Monitor, flags_in_view, load_monitor, tool_call_of
-from prmkit.trace import Trace, TraceWriter, read_traces
+from prmkit.trace import Trace, TraceWriter
 
 __all__ = ["monitor_traces", "monitor_file", "MonitorRunReport", "before_submit", "load_monitors",
            "parse_monitor_args"]
@@ -120,7 +121,7 @@ def monitor_file(inp: str | os.PathLike, out: str | os.PathLike, monitors: Seque
     check_inputs(out, [inp])
     if out.exists() and not overwrite:
         raise PrmkitError(f"{out} exists; pass --overwrite to replace it")
-    traces = list(read_traces(inp))
+    traces = list(read(inp))  # any format prmkit reads: an Inspect log too
     report = MonitorRunReport(traces=len(traces))
     for m in monitors:
         report.seconds[m.name] = monitor_traces(m, traces, view=view, deploy=deploy)

@@ -34,6 +34,19 @@ __all__ = ["ScriptedScorer"]
 ScoreList = list[float | None]
 
 
+def _check_score(value: Any, what: str) -> float | None:
+    """``value`` as a score (None, or a number in [0, 1]); anything else is one line naming ``what``."""
+    import math
+
+    if value is None:
+        return None
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+        and 0.0 <= value <= 1.0
+    if not ok:
+        raise PrmkitError(f"scripted scorer: {what} must be a score in [0, 1] (or null), got {value!r}")
+    return float(value)
+
+
 class ScriptedScorer:
     """Replays scripted scores (see the module docs). ``kind`` is ``"prm"`` or ``"orm"``; ``delay``:
     seconds of sleep per trace scored (a slow model, for fault tests)."""
@@ -45,10 +58,13 @@ class ScriptedScorer:
             raise PrmkitError(f"kind must be 'prm' or 'orm', got {kind!r}")
         if not callable(scores) and not isinstance(scores, Mapping) and not scores:
             raise PrmkitError("scripted scorer needs at least one score list")
+        if isinstance(scores, Mapping):
+            for text, v in scores.items():
+                _check_score(v, f"the score of {text!r}")
         self.scores = scores
         self.kind = kind
         self.name = name
-        self.default = default
+        self.default = _check_score(default, "default")
         self.delay = float(delay)
         self.served = 0
         #: The step texts of every trace scored, one list per ``score`` call.
