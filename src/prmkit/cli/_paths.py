@@ -1,6 +1,6 @@
 """Input paths checked when the command line is parsed, before any model is loaded or any output
-opened: each one must exist, be a file (or the folder asked for), be readable and, for a file, not be
-empty. A failed check is one line naming the path (``in.jsonl: is a folder, not a file``).
+opened: each one must exist, be a regular file (or the folder asked for; a pipe such as ``<(cmd)``
+is refused, as commands read an input more than once), be readable and, for a file, not be empty. A failed check is one line naming the path (``in.jsonl: is a folder, not a file``).
 
 The checks are typer callbacks, so a command states them where it declares its arguments:
 ``typer.Argument(callback=input_files)``.
@@ -9,6 +9,7 @@ The checks are typer callbacks, so a command states them where it declares its a
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -38,16 +39,37 @@ def input_file(path: str | os.PathLike) -> Path:
         raise PrmkitError(f"{p}: is a folder, not a file")
     if not p.exists():
         raise PrmkitError(f"{p}: no such file")
+    kind = _special_kind(p)
+    if kind is not None:
+        # Every command reads an input more than once (its format from the first record, a count for
+        # the progress bar, then the records): a pipe would be used up by the first read and the
+        # rest would see an empty file, so it is refused before anything reads it.
+        raise PrmkitError(f"{p}: {kind}, not a regular file (prmkit reads an input more than once); "
+                          f"save it to a file first")
     try:
         with open(p, "rb"):
             pass
     except OSError as e:
         raise PrmkitError(f"{p}: cannot be read ({e.strerror or e})") from None
-    # A pipe or device has no size to check; a regular file of 0 bytes holds no records, and taking
-    # it for an empty data set (exit 0) would hide a failed download or copy.
-    if p.is_file() and p.stat().st_size == 0:
+    # A regular file of 0 bytes holds no records, and taking it for an empty data set (exit 0)
+    # would hide a failed download or copy.
+    if p.stat().st_size == 0:
         raise PrmkitError(f"{p}: empty file (0 bytes)")
     return p
+
+
+def _special_kind(p: Path) -> str | None:
+    """What ``p`` is when it exists but is not a regular file: a pipe (``<(cmd)``, a FIFO), a
+    device, a socket; None for a regular file."""
+    try:
+        mode = p.stat().st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return ("is a pipe" if stat.S_ISFIFO(mode) else "is a character device" if stat.S_ISCHR(mode)
+            else "is a block device" if stat.S_ISBLK(mode) else "is a socket" if stat.S_ISSOCK(mode)
+            else "is a special file")
 
 
 def input_files(value: Any) -> Any:

@@ -292,9 +292,39 @@ def get_format(name: str, **options: Any) -> Format:
     return FORMATS.create(name, **options)
 
 
+def _not_a_file_reason(path: str | os.PathLike) -> str | None:
+    """Why ``path`` cannot be an input file though it exists (a pipe, ``<(cmd)``, a FIFO, a device,
+    a socket), or None. prmkit reads an input more than once (its format from the first record, a
+    count for the progress bar, then the records): a pipe would be used up by the first read and the
+    rest would see an empty file, so such inputs are refused rather than read as empty.
+
+    >>> _not_a_file_reason("/dev/null")
+    'is a character device, not a regular file (prmkit reads an input more than once); save it to a file first'
+    """
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None  # missing or unreadable: the caller's own check names that
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    kind = ("is a pipe" if stat.S_ISFIFO(mode) else "is a character device" if stat.S_ISCHR(mode)
+            else "is a block device" if stat.S_ISBLK(mode) else "is a socket" if stat.S_ISSOCK(mode)
+            else "is a special file")
+    return f"{kind}, not a regular file (prmkit reads an input more than once); save it to a file first"
+
+
+def _check_regular(path: str | os.PathLike) -> None:
+    reason = _not_a_file_reason(path)
+    if reason is not None:
+        raise PrmkitError(f"{path}: {reason}")
+
+
 def detect_format(path: str | os.PathLike) -> str:
     """The name of the format of ``path``, from its first record (an Inspect ``.eval`` log, a zip
     archive, from its suffix)."""
+    _check_regular(path)
     if str(path).endswith(".eval") and "inspect" in FORMATS:
         return "inspect"
     try:
@@ -320,6 +350,7 @@ def read(path: str | os.PathLike, fmt: str | None = None, *, skip_invalid: bool 
     """
     if not os.path.exists(path):
         raise PrmkitError(f"{path}: no such file")
+    _check_regular(path)
     f = get_format(fmt or detect_format(path), **options)
     if report is not None:
         f.report = report
@@ -347,6 +378,7 @@ def scan(path: str | os.PathLike, fmt: str | None = None, **options: Any) -> Imp
 def count_records(path: str | os.PathLike, fmt: str | None = None) -> int:
     """How many records ``path`` holds, for a progress bar: its non-blank lines for a JSON Lines
     format, else 0 (unknown without parsing the whole file)."""
+    _check_regular(path)
     fmt = fmt or detect_format(path)
     if FORMATS.load(fmt).container != "jsonl":
         return 0
