@@ -206,3 +206,23 @@ def test_check_inputs_passes_unrelated_files_and_stdin(tmp_path):
     _durable.check_inputs(tmp_path / "o", [tmp_path / "i", "-", None], [tmp_path / "side", ":memory:"])
     with pytest.raises(PrmkitError, match="side file"):
         _durable.check_inputs(tmp_path / "o", [tmp_path / "side"], [tmp_path / "side"])
+
+
+def test_an_error_on_the_temporary_file_names_the_output_not_the_temporary_name(tmp_path):
+    out = tmp_path / "o.txt"
+    with pytest.raises(PrmkitError) as e, _durable.durable_file(out) as tmp:
+        raise PermissionError(13, "Permission denied", str(tmp))
+    assert str(e.value) == f"{out}: Permission denied while writing it (nothing written; no OUT was made)"
+
+
+def test_a_published_staging_folder_is_not_private(tmp_path):
+    import tempfile
+
+    from prmkit._jsonio import publish_folder
+
+    stage = Path(tempfile.mkdtemp(dir=tmp_path, prefix=".tmp-"))
+    (stage / "model.safetensors").write_bytes(b"x")
+    publish_folder(stage, tmp_path / "model")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (tmp_path / "model").stat().st_mode & 0o777 == 0o777 & ~umask

@@ -214,6 +214,10 @@ def durable_file(out: str | os.PathLike, *, inputs: Iterable[str | os.PathLike |
                 tmp.unlink()
             if _is_full_disk(e):
                 raise full_disk_error(out, e) from e
+            if isinstance(e, OSError) and e.filename is not None and str(e.filename) == str(tmp):
+                # the temporary name is prmkit's business: the user knows OUT
+                raise PrmkitError(f"{out}: {e.strerror or e} while writing it (nothing written; "
+                                  f"{'the old OUT is intact' if out.exists() else 'no OUT was made'})") from e
             raise
 
 

@@ -292,6 +292,7 @@ def publish_folder(tmp: str | os.PathLike, out: str | os.PathLike, *, replace: b
     removes ``tmp`` and returns False. Returns True when ``tmp`` became ``out``.
     """
     tmp, out = Path(tmp), Path(out)
+    _default_mode(tmp)
     fsync_tree(tmp)
     old = None
     if replace and out.exists():
@@ -313,6 +314,20 @@ def publish_folder(tmp: str | os.PathLike, out: str | os.PathLike, *, replace: b
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
     return True
+
+
+def _default_mode(folder: Path) -> None:
+    """A staging folder made by ``tempfile.mkdtemp`` is private (0700); published, it gets the mode
+    any new folder gets under the umask, so a shared cache or a model folder is readable as usual."""
+    if os.name != "posix":
+        return
+    try:
+        if folder.stat().st_mode & 0o777 == 0o700:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(folder, 0o777 & ~umask)
+    except OSError:
+        pass
 
 
 def publish_into(tmp: str | os.PathLike, out: str | os.PathLike, *, last: str) -> None:

@@ -119,3 +119,46 @@ def test_killing_the_main_process_leaves_no_worker(tmp_path):
                 os.kill(pid, signal.SIGKILL)
         proc.wait(timeout=10)
         proc.stderr.close()
+
+
+def test_ctrl_c_ends_label_and_its_workers_in_one_line(tmp_path):
+    """Ctrl-C reaches the whole process group: ``prmkit label`` says "interrupted" and exits 130; its
+    workers end without a traceback each (a 20-line KeyboardInterrupt from a worker before)."""
+    (tmp_path / "slowpolicy.py").write_text(SLOW_POLICY)
+    inp, marker = tmp_path / "in.jsonl", tmp_path / "worker.pid"
+    steps = [{"text": "1+1=2"}, {"text": "2+1=3"}, {"text": "The answer is 3."}]
+    inp.write_text(json.dumps({"id": "t1", "problem": {"text": "1+1+1?", "answer": "3"}, "steps": steps,
+                               "final_answer": "3"}) + "\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+           "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "prmkit", "label", str(inp), str(tmp_path / "out.jsonl"),
+         "--policy", "slowpolicy:SlowPolicy", "-p", f"marker={marker}", "--workers", "1", "-k", "1",
+         "--no-progress"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    kids: list[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while not marker.exists() or not marker.read_text():
+            if proc.poll() is not None:
+                pytest.fail(f"label ended before generating: {proc.stderr.read().decode()[-2000:]}")
+            assert time.monotonic() < deadline, "the worker never started generating"
+            time.sleep(0.1)
+        kids = _children(proc.pid)
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+        _, err = proc.communicate(timeout=60)
+        err = err.decode()
+        assert proc.returncode == 130, err
+        assert "Traceback" not in err and err.strip().splitlines()[-1] == "interrupted", err
+        deadline = time.monotonic() + 5
+        while any(_alive(k) for k in kids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [k for k in kids if _alive(k)]
+        assert not (tmp_path / "out.jsonl").exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for pid in kids:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        proc.wait(timeout=10)

@@ -99,6 +99,8 @@ def main(argv: list[str] | None = None) -> None:
     previous = _exit_on_sigterm()
     try:
         code = app(args=args, standalone_mode=False, prog_name="prmkit")
+        if code == 130:  # typer turns Ctrl-C (KeyboardInterrupt) into Exit(130) before we see it
+            typer.secho("interrupted", fg="yellow", err=True)
         if isinstance(code, int) and code:  # typer.Exit(n) returns n in non-standalone mode
             sys.exit(code)
     except _Terminated:

@@ -23,6 +23,7 @@ import itertools
 import multiprocessing
 import os
 import pickle
+import signal
 import time
 from abc import ABC, abstractmethod
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -200,9 +201,16 @@ _WORKER_POLICY: Policy | None = None
 _WORKER_ERROR: str | None = None
 
 
+def _exit_quietly(signum: int, frame: object) -> None:
+    os._exit(128 + signum)
+
+
 def _worker_init(spec: PolicySpec, parent: int | None = None) -> None:
     # An exception here would only break the pool ("terminated abruptly"); keep it to report.
     global _WORKER_POLICY, _WORKER_ERROR
+    # Ctrl-C reaches the whole foreground process group: the main process reports it in one line and
+    # shuts the pool down; a worker just ends, without a traceback of its own.
+    signal.signal(signal.SIGINT, _exit_quietly)
     if parent is not None:  # the pool starts its workers from the thread that first submits to it, in
         exit_with_parent(parent)  # prmkit the thread that runs the labelling, which outlives the pool
     try:
