@@ -36,7 +36,7 @@ from prmkit._jsonio import replace_durably
 from prmkit.errors import PrmkitError
 
 __all__ = ["durable_file", "output_lock", "check_inputs", "temp_name_owner", "OutputBusyError",
-           "full_disk_error", "write_text_file", "write_bytes_file"]
+           "full_disk_error", "is_full_disk", "write_text_file", "write_bytes_file"]
 
 _TEMP_RE = re.compile(r"^\.(?P<out>.+)\.(?P<pid>\d+)-[0-9a-f]{8}\.prmkit-partial(?:\.gz)?$")
 _LOCK_SUFFIX = ".prmkit-lock"
@@ -180,11 +180,12 @@ def full_disk_error(out: str | os.PathLike, e: BaseException) -> PrmkitError:
                        f"{'the old OUT is intact' if Path(out).exists() else 'no OUT was made'})")
 
 
-def _is_full_disk(e: BaseException) -> bool:
+def is_full_disk(e: BaseException) -> bool:
+    """Whether ``e`` says the disk (or a quota) is full."""
     if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
         return True
-    # Libraries that wrap the OSError in their own exception (safetensors, some writers) keep its text.
-    return isinstance(e, (OSError, RuntimeError)) and "no space left on device" in str(e).lower()
+    # Libraries that wrap the OSError in their own exception (safetensors' SafetensorError) keep its text.
+    return "no space left on device" in str(e).lower()
 
 
 @contextlib.contextmanager
@@ -212,7 +213,7 @@ def durable_file(out: str | os.PathLike, *, inputs: Iterable[str | os.PathLike |
         except BaseException as e:
             with contextlib.suppress(OSError):
                 tmp.unlink()
-            if _is_full_disk(e):
+            if is_full_disk(e):
                 raise full_disk_error(out, e) from e
             if isinstance(e, OSError) and e.filename is not None and str(e.filename) == str(tmp):
                 # the temporary name is prmkit's business: the user knows OUT

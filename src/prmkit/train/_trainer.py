@@ -31,7 +31,6 @@ says so. A smaller total than the checkpoint's step is refused.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import math
 import shutil
@@ -43,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prmkit._durable import full_disk_error
+from prmkit._durable import full_disk_error, is_full_disk
 from prmkit._jsonio import publish_folder, publish_into
 from prmkit.errors import MissingDependencyError, PrmkitError
 from prmkit.eval import auroc, first_error_accuracy
@@ -267,13 +266,6 @@ def _check_output_dir(output_dir: str) -> None:
                           "output_dir or make the folder writable") from None
 
 
-def _full_disk(e: BaseException) -> bool:
-    """A full disk or quota, as an OSError or as safetensors' own error (its text)."""
-    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
-        return True
-    return "no space left on device" in str(e).lower()
-
-
 @contextlib.contextmanager
 def _staging(out: Path, name: str) -> Iterator[Path]:
     """A fresh staging folder ``out / name`` for something published whole (a checkpoint, the final
@@ -291,7 +283,7 @@ def _staging(out: Path, name: str) -> Iterator[Path]:
         for folder in made:
             with contextlib.suppress(OSError):  # not empty: it holds something else now; kept
                 folder.rmdir()
-        if _full_disk(e):
+        if is_full_disk(e):
             raise full_disk_error(out, e) from e
         raise
 
