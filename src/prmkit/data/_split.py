@@ -72,12 +72,11 @@ def _steps(text: str, pieces: Iterable[tuple[int, int]]) -> list[Step]:
     pieces dropped."""
     steps = []
     for a, b in pieces:
-        while a < b and text[a].isspace():
-            a += 1
-        while b > a and text[b - 1].isspace():
-            b -= 1
-        if a < b:
-            steps.append(Step(text[a:b], span=(a, b)))
+        piece = text[a:b]
+        stripped = piece.strip()  # str.strip's whitespace is str.isspace's: the same cut, in C
+        if stripped:
+            a += len(piece) - len(piece.lstrip())
+            steps.append(Step(stripped, span=(a, a + len(stripped))))
     return steps
 
 
