@@ -109,15 +109,17 @@ def test_a_failing_demo_stage_leaves_the_previous_file(tmp_path, monkeypatch):
     before = path.read_bytes()
     import prmkit.trace
 
-    real = prmkit.trace.write_traces
+    real = prmkit.trace.TraceWriter.write
 
-    def half_then_fail(traces, out):
-        real(list(traces)[:1], out)
-        raise OSError("disk full")
+    def one_then_fail(self, trace):  # the first trace written, then the disk fails
+        if self.count:
+            raise OSError("disk full")
+        real(self, trace)
 
-    monkeypatch.setattr(prmkit.trace, "write_traces", half_then_fail)
+    monkeypatch.setattr(prmkit.trace.TraceWriter, "write", one_then_fail)
     with pytest.raises(OSError, match="disk full"):
         demo._write(_traces(3, "new"), path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.jsonl"]  # no temporary file left
     assert path.read_bytes() == before and [t.id for t in read_traces(path)] == ["old0", "old1", "old2"]
 
 

@@ -218,11 +218,18 @@ def test_an_error_on_the_temporary_file_names_the_output_not_the_temporary_name(
 def test_a_published_staging_folder_is_not_private(tmp_path):
     import tempfile
 
+    import torch
+    from safetensors.torch import save_file
+
     from prmkit._jsonio import publish_folder
 
     stage = Path(tempfile.mkdtemp(dir=tmp_path, prefix=".tmp-"))
-    (stage / "model.safetensors").write_bytes(b"x")
+    save_file({"w": torch.zeros(2)}, str(stage / "model.safetensors"))  # safetensors writes 0600
+    (stage / "own.txt").write_text("x")
+    os.chmod(stage / "own.txt", 0o640)  # a mode someone chose stays
     publish_folder(stage, tmp_path / "model")
     umask = os.umask(0)
     os.umask(umask)
     assert (tmp_path / "model").stat().st_mode & 0o777 == 0o777 & ~umask
+    assert (tmp_path / "model" / "model.safetensors").stat().st_mode & 0o777 == 0o666 & ~umask
+    assert (tmp_path / "model" / "own.txt").stat().st_mode & 0o777 == 0o640

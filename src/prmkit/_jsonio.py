@@ -83,12 +83,13 @@ def load_yaml_or_json(path: str | os.PathLike, what: str = "file") -> Any:
     :class:`~prmkit.errors.FormatError` naming the file (and the line where the parser says).
 
     >>> import tempfile, os
-    >>> p = os.path.join(tempfile.mkdtemp(), "r.yaml")
-    >>> _ = open(p, "w").write("rules: [\n")
-    >>> load_yaml_or_json(p, "rules file")
-    Traceback (most recent call last):
-    ...
-    prmkit.errors.FormatError: ...r.yaml:2: not valid YAML (rules file): expected the node content, but found '<stream end>'
+    >>> d = tempfile.mkdtemp()
+    >>> _ = open(os.path.join(d, "r.yaml"), "w").write("rules: [" + chr(10))
+    >>> try:
+    ...     load_yaml_or_json(os.path.join(d, "r.yaml"), "rules file")
+    ... except FormatError as e:
+    ...     print(str(e).replace(d + os.sep, ""))
+    r.yaml:2: not valid YAML (rules file): expected the node content, but found '<stream end>'
     """
     p = Path(path)
     if not p.is_file():
@@ -317,17 +318,23 @@ def publish_folder(tmp: str | os.PathLike, out: str | os.PathLike, *, replace: b
 
 
 def _default_mode(folder: Path) -> None:
-    """A staging folder made by ``tempfile.mkdtemp`` is private (0700); published, it gets the mode
-    any new folder gets under the umask, so a shared cache or a model folder is readable as usual."""
+    """Private modes made by the tools that fill a staging folder — ``tempfile.mkdtemp``'s 0700
+    folders, safetensors' 0600 files (``save_file`` writes through a private temporary file) — become,
+    once published, the modes any new folder or file gets under the umask, so a model folder or a
+    shared cache is readable as usual. Other modes are left as they are."""
     if os.name != "posix":
         return
-    try:
-        if folder.stat().st_mode & 0o777 == 0o700:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(folder, 0o777 & ~umask)
-    except OSError:
-        pass
+    umask = os.umask(0)
+    os.umask(umask)
+    for root, _dirs, files in os.walk(folder):
+        entries = [(root, 0o700, 0o777), *((os.path.join(root, f), 0o600, 0o666) for f in files)]
+        for name, private, mode in entries:
+            try:
+                st = os.lstat(name)
+                if st.st_mode & 0o777 == private and not os.path.islink(name):
+                    os.chmod(name, mode & ~umask)
+            except OSError:
+                pass
 
 
 def publish_into(tmp: str | os.PathLike, out: str | os.PathLike, *, last: str) -> None:
@@ -343,6 +350,7 @@ def publish_into(tmp: str | os.PathLike, out: str | os.PathLike, *, last: str) -
     tmp, out = Path(tmp), Path(out)
     if not (tmp / last).exists():
         raise FileNotFoundError(f"{tmp / last}: the file that marks the folder complete is missing")
+    _default_mode(tmp)
     fsync_tree(tmp)
     out.mkdir(parents=True, exist_ok=True)
     (out / last).unlink(missing_ok=True)
