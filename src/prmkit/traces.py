@@ -64,15 +64,25 @@ def write_scores(trace: Trace, scores: Sequence[float | None], *, kind: str, key
       trace score from the steps that fit is never mistaken for one of the whole trace
       (:func:`partly_scored`).
 
-    NaN and infinite scores are refused. An empty ``meta["scores"]`` is never left behind.
+    Scores are checked as a reader checks them (:class:`~prmkit.trace.Step`, ``meta.scores``), so
+    nothing is written that cannot be read back: a PRM's step score is a probability in [0, 1]; NaN
+    and infinite scores are refused everywhere. An empty ``meta["scores"]`` is never left behind.
     """
     if kind not in ("prm", "orm"):
         raise PrmkitError(f"kind must be 'prm' or 'orm', got {kind!r}")
     for what, values in (("step score", scores), ("trace score", list((trace_scores or {}).values()))):
+        bad = next((v for v in values if v is not None and not _is_number(v)), None)
+        if bad is not None:
+            raise PrmkitError(f"trace {trace.id!r}: {what} {bad!r} refused (a score is a number)")
         bad = next((v for v in values if v is not None and not math.isfinite(v)), None)
         if bad is not None:
             raise PrmkitError(f"trace {trace.id!r}: {what} {bad} refused (NaN and infinite scores "
                               "are never stored)")
+    if kind == "prm":
+        for i, v in enumerate(scores):
+            if v is not None and not 0.0 <= v <= 1.0:
+                raise PrmkitError(f"trace {trace.id!r}: step {i + 1} score {key!r} {v!r} refused (a step "
+                                  "score is a probability in [0, 1], as a reader checks it)")
     meta = trace.meta.setdefault("scores", {})
     if kind == "orm":
         if len(scores) > 1:
@@ -92,6 +102,10 @@ def write_scores(trace: Trace, scores: Sequence[float | None], *, kind: str, key
             meta[name] = v
     if not meta:
         del trace.meta["scores"]
+
+
+def _is_number(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def _mark_scored_steps(trace: Trace, key: str, scored: int) -> None:

@@ -37,7 +37,10 @@ app = typer.Typer(help="Evaluate a PRM: ProcessBench, PRMBench, best-of-N curves
 KeyOpt = Annotated[str, typer.Option(help="Score key: step.scores[KEY] (scored here or already stored).")]
 JsonOpt = Annotated[Path | None, typer.Option("--json", help="Write the numbers to this JSON file "
                                                              "(a report section; see prmkit report).")]
-BatchOpt = Annotated[int, typer.Option(help="Sequences per forward pass.")]
+BatchOpt = Annotated[int, typer.Option(min=1, help="Sequences per forward pass.")]
+# Counts are checked as the command line is read: a negative count would otherwise be taken (a
+# negative --bootstrap silently gives no intervals, a negative --limit drops samples from the end).
+BootstrapOpt = Annotated[int, typer.Option(min=1, help="Bootstrap replicates for the 95% intervals.")]
 
 
 def _echo(lines: list[str]) -> None:
@@ -83,7 +86,7 @@ def processbench(
         callback=input_files)] = None,
     cross_split: Annotated[bool, typer.Option(
         "--cross-split", help="Each split's threshold is chosen on the other given splits.")] = False,
-    limit: Annotated[int | None, typer.Option(help="Only the first N samples of each file.")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N samples of each file.")] = None,
     by_generator: Annotated[bool, typer.Option(
         "--by-generator", help="Also print each split's results per generator (always in --json).")] = False,
     batch_size: BatchOpt = 8,
@@ -119,7 +122,7 @@ def prmbench(
     out_of_range: Annotated[str, typer.Option(
         help="Rows whose error_steps point past the last step: exclude (default) or in_range (keep, "
              "score the steps in range). Counted either way.")] = "exclude",
-    limit: Annotated[int | None, typer.Option(help="Only the first N rows of each file.")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N rows of each file.")] = None,
     originals: Annotated[bool, typer.Option(
         "--originals", help="Also score each question's error-free original solution once (class "
         "'correct', the official loader's extra row; needs --model).")] = False,
@@ -152,7 +155,7 @@ def bon(
     label_source: Annotated[str | None, typer.Option(
         help="Step labels for the step metrics (default: each step's latest).")] = None,
     threshold: Annotated[float, typer.Option(help="Step threshold for the step F1.")] = 0.5,
-    bootstrap: Annotated[int, typer.Option(help="Bootstrap replicates for the 95% intervals.")] = 1000,
+    bootstrap: BootstrapOpt = 1000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
     json_out: JsonOpt = None,
     overwrite: OverwriteOpt = False,
@@ -195,8 +198,8 @@ def probes(
     transfer_gsm8k: Annotated[Path | None, typer.Option(
         help="Build the second source from a GSM8K file's reference solutions (one corrupted step "
              "each for half of them).", callback=input_files)] = None,
-    transfer_limit: Annotated[int, typer.Option(help="Problems taken from --transfer-gsm8k.")] = 50,
-    gaming_traces: Annotated[int, typer.Option(help="Traces the gaming probe perturbs.")] = 64,
+    transfer_limit: Annotated[int, typer.Option(min=1, help="Problems taken from --transfer-gsm8k.")] = 50,
+    gaming_traces: Annotated[int, typer.Option(min=1, help="Traces the gaming probe perturbs.")] = 64,
     only: Annotated[list[str] | None, typer.Option("--probe", help=probe_help(),
                                                   callback=check_probes)] = None,
     aggregate: AggregateOpt = "min",
@@ -272,7 +275,7 @@ def monitor_eval(
              "archetype.", callback=input_files)] = None,
     view: Annotated[list[str] | None, typer.Option(
         "--view", help="all, actions, reasoning (default: all three). Repeatable.")] = None,
-    bootstrap: Annotated[int, typer.Option(help="Bootstrap replicates for the 95% intervals.")] = 1000,
+    bootstrap: BootstrapOpt = 1000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
     json_out: JsonOpt = None,
     overwrite: OverwriteOpt = False,
@@ -300,7 +303,7 @@ def refusals(
                                                callback=input_folders)] = None,
     orm: Annotated[Path | None, typer.Option(help="An ORM checkpoint (its trace score ranks a trace).",
                                              callback=input_folders)] = None,
-    bootstrap: Annotated[int, typer.Option(help="Bootstrap replicates for the 95% intervals.")] = 1000,
+    bootstrap: BootstrapOpt = 1000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
     json_out: JsonOpt = None,
     overwrite: OverwriteOpt = False,

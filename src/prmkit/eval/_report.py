@@ -43,7 +43,7 @@ from prmkit.eval._oversight import render_monitorability
 
 __all__ = [
     "SECTION_ORDER", "ReportDoc", "write_report", "render_markdown", "render_html", "render_figures",
-    "load_results",
+    "load_results", "check_results",
 ]
 
 #: Known sections in the order the report shows them (unknown ones go before ``meta``).
@@ -794,6 +794,100 @@ def write_report(results: Mapping[str, Any], out_dir: str | os.PathLike, *, titl
 
 # -- merging results files ---------------------------------------------------------------------------------
 
+# -- the results file's schema ---------------------------------------------------------------------------
+# What the renderers and the card read from each known section, checked when a results file is loaded:
+# a field of the wrong type is an error naming the file and the field, never a report that shows a
+# string's letters as sections ("5", "x") or "best-of-N on None problems". None is allowed wherever a
+# number may be missing (rendered "—"); unknown sections and unknown fields pass (rendered as given).
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+_INT = (_is_int, "an integer")
+_NUM = (_is_num, "a number")
+_STR = (lambda v: isinstance(v, str), "a string")
+_MAP = (lambda v: isinstance(v, Mapping), "an object")
+_LIST = (lambda v: isinstance(v, list), "a list")
+_NUMS = (lambda v: isinstance(v, list) and all(x is None or _is_num(x) for x in v), "a list of numbers")
+_INTS = (lambda v: isinstance(v, list) and bool(v) and all(_is_int(x) for x in v),
+         "a non-empty list of integers")
+_STRS = (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of strings")
+_MAPS = (lambda v: isinstance(v, Mapping) and all(isinstance(x, Mapping) for x in v.values()),
+         "an object of objects")
+
+_BON_SCHEMA: dict[str, Any] = {
+    "ns": _INTS, "problems": _INT, "candidates": _INT, "bootstrap": _INT, "seed": _INT,
+    "unjudged_problems": _INT, "comparisons": _LIST,
+    "methods": (_MAPS, {"acc": _NUMS, "lo": _NUMS, "hi": _NUMS, "selector": _STR, "key": _STR,
+                        "aggregate": _STR}),
+}
+_SCHEMA: dict[str, dict[str, Any]] = {
+    "summary": {"verdict": _STR, "headline": _MAP},
+    "bon": _BON_SCHEMA,
+    "bon_live": _BON_SCHEMA,
+    "checked": {"summary": _MAP, "bon": _MAP},
+    "step_metrics": {},
+    "probes": {},
+    "processbench": {"key": _STR, "threshold": _NUM, "threshold_source": _STR, "average_f1": _NUM,
+                     "by_generator": _MAP, "sweep": _LIST,
+                     "splits": (_MAPS, {"error_acc": _NUM, "correct_acc": _NUM, "f1": _NUM, "n_error": _INT,
+                                        "n_correct": _INT, "threshold": _NUM, "unscored_steps": _INT,
+                                        "unscored_traces": _INT})},
+    "prmbench": {"key": _STR, "threshold": _NUM, "overall": _MAP, "out_of_range": _MAP, "duplicates": _MAP,
+                 "classes": (_MAPS, {"prmscore": _NUM, "f1_positive": _NUM, "f1_negative": _NUM,
+                                     "n_traces": _INT, "n_steps": _INT, "n_error_steps": _INT})},
+    "labels": {"sources": _STRS, "pairs": _LIST, "traces": _INT, "first_error_agreement": _NUM,
+               "first_error_traces": _INT},
+    "monitorability": {},
+}
+#: Sections that may be something other than an object (the summary: a verdict line; the card: empty).
+_NOT_ONLY_MAPS = {"summary": (str,), "card": (type(None),)}
+
+
+def _check_fields(d: Mapping[str, Any], schema: Mapping[str, Any], where: str, prefix: str) -> None:
+    for key, rule in schema.items():
+        if key not in d or d[key] is None:
+            continue
+        (ok, what), inner = rule if isinstance(rule[1], dict) else (rule, None)
+        value = d[key]
+        if not ok(value):
+            raise FormatError(f"must be {what}, got {_shown(value)}", path=where, field=f"{prefix}.{key}")
+        if inner is not None:
+            for name, item in value.items():
+                _check_fields(item, inner, where, f"{prefix}.{key}.{name}")
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, default=str)
+    return f"{type(value).__name__} {text[:60]}{'…' if len(text) > 60 else ''}"
+
+
+def check_results(data: Mapping[str, Any], where: str) -> None:
+    """Refuse (:class:`~prmkit.errors.FormatError` naming ``where`` and the field) a results dict
+    whose known sections do not have the types the report reads: each a JSON object (the summary may
+    be a verdict line), and their fields as ``prmkit eval`` writes them (best-of-N ``ns`` a list of
+    integers and ``problems`` an integer, ProcessBench ``splits`` an object of objects, ...).
+
+    >>> check_results({"bon": {"ns": "5x"}}, "bon.json")
+    Traceback (most recent call last):
+    ...
+    prmkit.errors.FormatError: bon.json: bon.ns — must be a non-empty list of integers, got str "5x"
+    """
+    for section, value in data.items():
+        if section == "meta" or (section not in _SCHEMA and section != "card"):
+            continue
+        if not isinstance(value, (Mapping, *_NOT_ONLY_MAPS.get(section, ()))):
+            raise FormatError(f"a section is a JSON object, got {_shown(value)}", path=where, field=section)
+        if not isinstance(value, Mapping):
+            continue
+        _check_fields(value, _SCHEMA.get(section, {}), where, section)
+
+
 def load_results(paths: Iterable[str | os.PathLike], *, warnings: list[str] | None = None
                  ) -> dict[str, Any]:
     """One results dict from several JSON files (each written by a ``prmkit eval ...`` command, one
@@ -834,6 +928,7 @@ def load_results(paths: Iterable[str | os.PathLike], *, warnings: list[str] | No
             meta.update({k: v for k, v in file_meta.items() if k != "merged_from"})
         elif file_meta is not None:
             raise FormatError("meta must be an object", path=where, field="meta")
+        check_results(data, where)
         for key, value in data.items():
             if key == "meta":
                 continue

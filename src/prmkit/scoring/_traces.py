@@ -70,6 +70,7 @@ def score_traces(scorer: StepScorer, traces: Sequence[Trace], key: str | None = 
     # Every result is checked before any is stored, so a failure leaves no trace half-done.
     for t, s in zip(traces, results, strict=True):
         _check(scorer, t, s)
+        _check_range(scorer, t, s)
     _store(scorer, traces, results, key, aggregate)
     return list(traces)
 
@@ -83,6 +84,18 @@ def _check(scorer: StepScorer, t: Trace, s: Sequence[float | None]) -> None:
         check_finite(list(s), f"scorer {scorer.name!r}")
     except PrmkitError as e:
         raise PrmkitError(f"trace {t.id!r}: {e}") from None
+
+
+def _check_range(scorer: StepScorer, t: Trace, s: Sequence[float | None]) -> None:
+    """A PRM's step scores are probabilities, as a reader checks them (:class:`~prmkit.trace.Step`):
+    a score outside [0, 1] is a broken scorer, not a trace to skip, so it fails the run before a file
+    that could not be read back is written."""
+    if scorer.kind != "prm":
+        return
+    bad = next(((i, v) for i, v in enumerate(s) if v is not None and not 0.0 <= v <= 1.0), None)
+    if bad is not None:
+        raise PrmkitError(f"trace {t.id!r}: scorer {scorer.name!r} gave step {bad[0] + 1} the score "
+                          f"{bad[1]!r}, outside [0, 1] (a step score is a probability); nothing written")
 
 
 def _store(scorer: StepScorer, traces: Sequence[Trace], results: Sequence[Sequence[float | None]],
@@ -157,6 +170,8 @@ def _score_chunk(scorer: StepScorer, traces: Sequence[Trace], key: str | None,
                 _check(scorer, t, s)
             except PrmkitError as e:
                 s, why = None, str(e)
+            else:
+                _check_range(scorer, t, s)
         if s is None:
             skipped.append((t.id, why or "unscored"))
         else:
