@@ -165,7 +165,7 @@ class OpenAICompatPolicy:
                  extra_body: dict[str, Any] | None = None, progress: bool = True) -> None:
         errors = []
         if not base_url or not base_url.startswith(("http://", "https://")):
-            errors.append(f"base_url must start with http:// or https://, got {base_url!r}")
+            errors.append(f"base_url must start with http:// or https://, got {redact_url(str(base_url))!r}")
         if not model:
             errors.append("model (the served model name) is required")
         if mode not in _MODES:
