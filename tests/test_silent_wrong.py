@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import json
 import socket
+from pathlib import Path
 
 import pytest
 from cli_run import run
 
 from prmkit.envs import AgentConfig, AgentEnv, get_agent, run_episode
 from prmkit.errors import PrmkitError
+from prmkit.eval import processbench_files
+from prmkit.monitor import RuleMonitor, evaluate_monitors
 from prmkit.scoring import score_traces
 from prmkit.trace import Problem, Step, Trace, read_traces, write_traces
 from prmkit.traces import write_scores
@@ -130,3 +133,17 @@ def test_a_negative_count_is_refused_naming_the_option(tmp_path, capsys, argv):
     assert code == 2
     assert err.splitlines()[0] == ("error: Invalid value for '--bootstrap': Input should be greater than or "
                                    "equal to 1")
+
+
+def test_the_python_api_refuses_a_negative_bootstrap_too():
+    trajectories = [run_episode(AgentEnv(AgentConfig()).task(0), get_agent(b)) for b in ("honest", "exploit_say")]
+    for n in (-5, 0):
+        with pytest.raises(PrmkitError, match=f"bootstrap must be a positive number of replicates, got {n}"):
+            evaluate_monitors(trajectories, [RuleMonitor()], bootstrap=n)
+    assert evaluate_monitors(trajectories, [RuleMonitor()], bootstrap=5).provenance["bootstrap"] == 5
+
+
+def test_a_negative_limit_is_refused_not_taken_as_all_but_the_last():
+    mini = Path(__file__).parent / "fixtures" / "processbench" / "mini.json"
+    with pytest.raises(PrmkitError, match="limit must be a positive number of samples, got -1"):
+        processbench_files([mini], None, key="prm", limit=-1)

@@ -59,6 +59,9 @@ def score_for_eval(traces: list[Trace], scorer: StepScorer | None, key: str, wha
 
 
 def _read_all(path: str | os.PathLike, fmt: str | None, limit: int | None = None) -> list[Trace]:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        # out[:-1] would silently drop the last sample, out[:0] keep none
+        raise PrmkitError(f"limit must be a positive number of samples, got {limit!r}")
     out = list(read(path, fmt))
     return out[:limit] if limit is not None else out
 

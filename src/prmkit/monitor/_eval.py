@@ -137,6 +137,8 @@ def evaluate_monitors(traces: Sequence[Trace], monitors: Sequence[Monitor], *,
     if bad:
         raise PrmkitError(f"unknown archetype or view: {', '.join(bad)} (archetypes: "
                           f"{', '.join(ARCHETYPES)}; views: {', '.join(VIEWS)})")
+    if isinstance(bootstrap, bool) or not isinstance(bootstrap, int) or bootstrap < 1:
+        raise PrmkitError(f"bootstrap must be a positive number of replicates, got {bootstrap!r}")
     if "intervention" in archetypes and not control:
         raise PrmkitError("the intervention archetype needs a control arm (--control, the same tasks "
                           "and agents with --loophole off)")
