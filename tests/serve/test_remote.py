@@ -122,3 +122,15 @@ def test_connection_refused_fails_at_once():
         port = s.getsockname()[1]
     with pytest.raises(RemoteScorerError, match="cannot connect.*prmkit serve"):
         RemoteScorer(f"http://127.0.0.1:{port}", max_retries=5, backoff=10)
+
+
+def test_a_refusal_that_echoes_the_token_and_url_is_redacted(monkeypatch, make_traces):
+    """A server whose error repeats the Authorization header and the URL's user info: neither reaches
+    the message (issue 45: secrets from servers' texts)."""
+    echo = httpx.Response(401, json={"error": "bad token: Bearer tok-SECRET-1 for http://me:pw-SECRET-2@h:1"})
+    mock(monkeypatch, [echo])
+    scorer = RemoteScorer("http://me:pw-SECRET-2@h:1", token="tok-SECRET-1", backoff=0)
+    with pytest.raises(RemoteScorerError) as e:
+        scorer.score(make_traces()[:1])
+    assert "SECRET" not in str(e.value) and "HTTP 401" in str(e.value), str(e.value)
+    assert "SECRET" not in json.dumps(scorer.describe())

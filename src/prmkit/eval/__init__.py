@@ -52,7 +52,14 @@ from prmkit.eval._processbench import (
     processbench_split,
     threshold_sweep,
 )
-from prmkit.eval._report import ReportDoc, load_results, render_html, render_markdown, write_report
+from prmkit.eval._report import (
+    ReportDoc,
+    check_results,
+    load_results,
+    render_html,
+    render_markdown,
+    write_report,
+)
 from prmkit.eval._stepmetrics import StepMetrics, collect_steps, step_metrics, step_metrics_for
 from prmkit.eval._summary import (
     EXTRA_COMPARISONS,
@@ -125,3 +132,4 @@ __all__ += ["ResultCheckProbe", "ResultCheckResult", "change_result", "claimed_r
 from prmkit.eval._refusals import refusal_eval, refusal_eval_file  # noqa: E402
 
 __all__ += ["refusal_eval", "refusal_eval_file"]
+__all__ += ["check_results"]

@@ -529,7 +529,8 @@ def _fill_from_results(card: Card, results: Mapping[str, Any]) -> None:
         used.append("prmbench")
     bon = results.get("bon")
     if isinstance(bon, Mapping) and bon.get("ns"):
-        where.append(f"best-of-N on {bon.get('problems')} problems (N up to {max(bon['ns'])})")
+        on = f" on {bon['problems']} problems" if isinstance(bon.get("problems"), int) else ""
+        where.append(f"best-of-N{on} (N up to {max(bon['ns'])})")
         used.append("bon")
     sm = results.get("step_metrics")
     if isinstance(sm, Mapping) and sm:

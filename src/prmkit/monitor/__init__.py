@@ -12,7 +12,7 @@ from prmkit.monitor._eval import (
     process_target,
     rates,
 )
-from prmkit.monitor._judge import JudgeMonitor
+from prmkit.monitor._judge import JudgeMonitor, JudgeMonitorError
 from prmkit.monitor._prm import PRMMonitor
 from prmkit.monitor._rule import DEFAULT_RULES, RuleMonitor
 from prmkit.monitor._run import (
@@ -25,7 +25,8 @@ from prmkit.monitor._run import (
 )
 
 __all__ = ["Flag", "Monitor", "MONITORS", "VIEWS", "view_of", "flags_in_view", "load_monitor",
-           "RuleMonitor", "DEFAULT_RULES", "PRMMonitor", "JudgeMonitor", "monitor_traces", "monitor_file",
+           "RuleMonitor", "DEFAULT_RULES", "PRMMonitor", "JudgeMonitor", "JudgeMonitorError", "monitor_traces",
+           "monitor_file",
            "MonitorRunReport", "before_submit", "load_monitors", "parse_monitor_args", "ARCHETYPES",
            "MonitorabilityResult", "evaluate_monitors", "rates", "bootstrap_rates", "outcome_target",
            "process_target", "monitorability_file"]

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from prmkit.errors import MissingDependencyError, PrmkitError
+from prmkit.provenance import redact_text, redact_url, secrets_of
 from prmkit.serve._batcher import OVER_LIMIT, over_limit
 from prmkit.trace import Trace
 
@@ -91,7 +92,7 @@ class RemoteScorer:
 
     def describe(self) -> dict[str, Any]:
         """Provenance: the server and the model it serves (never the token)."""
-        return {"scorer": "remote", "url": self.url, "model": self.name, "kind": self.kind}
+        return {"scorer": "remote", "url": self._http.shown_url, "model": self.name, "kind": self.kind}
 
     def close(self) -> None:
         self._http.close()
@@ -127,7 +128,7 @@ class RemoteScorer:
             data = self._http.request("POST", "/v1/score", body)
             results = data.get("results") if isinstance(data, dict) else None
             if not isinstance(results, list) or len(results) != len(part):
-                raise RemoteScorerError(f"{self.url}/v1/score: expected {len(part)} results, got "
+                raise RemoteScorerError(f"{self._http.shown_url}/v1/score: expected {len(part)} results, got "
                                         f"{len(results) if isinstance(results, list) else results!r}")
             for r in results:
                 if r.get("unscored"):
@@ -150,6 +151,10 @@ class RetryingClient:
         if max_retries < 0:
             raise PrmkitError(f"max_retries must be >= 0, got {max_retries}")
         self.base_url = base_url.rstrip("/")
+        #: What messages show: the URL without its user info, and every secret (the token, the URL's
+        #: user info) removed from what the server sends back.
+        self.shown_url = redact_url(self.base_url)
+        self._secrets = secrets_of({"base_url": self.base_url, "token": token})
         self.timeout = float(timeout)
         self.max_retries = int(max_retries)
         self.backoff = float(backoff)
@@ -163,21 +168,25 @@ class RetryingClient:
     def close(self) -> None:
         self._client.close()
 
+    def _redact(self, text: str) -> str:
+        return redact_text(text, self._secrets)
+
     def request(self, method: str, path: str, body: Any = None) -> Any:
         """One request with bounded retries; the decoded JSON body."""
         httpx = _httpx()
-        url = self.base_url + path
+        url, shown = self.base_url + path, self.shown_url + path
         attempts = self.max_retries + 1
         for attempt in range(attempts):
             last = attempt == attempts - 1
             try:
                 resp = self._client.request(method, url, json=body)
             except httpx.ConnectError as e:
-                raise RemoteScorerError(f"cannot connect to {url}: {e} — {self.not_found}") from None
+                raise RemoteScorerError(f"cannot connect to {shown}: {self._redact(str(e))} — "
+                                        f"{self.not_found}") from None
             except (httpx.TimeoutException, httpx.RemoteProtocolError, httpx.ReadError,
                     httpx.WriteError) as e:
                 if last:
-                    raise RemoteScorerError(f"no answer from {url} after {attempts} attempt(s) "
+                    raise RemoteScorerError(f"no answer from {shown} after {attempts} attempt(s) "
                                             f"({type(e).__name__}, timeout {self.timeout:g}s): raise "
                                             "timeout= or send fewer traces per call") from None
                 self._sleep(attempt)
@@ -187,7 +196,7 @@ class RetryingClient:
                 try:
                     return resp.json()
                 except ValueError:
-                    raise RemoteScorerError(f"{url}: HTTP {status} but the body is not JSON") from None
+                    raise RemoteScorerError(f"{shown}: HTTP {status} but the body is not JSON") from None
             if (status == 429 or status >= 500) and not last:
                 self._sleep(attempt, _retry_after(resp.headers.get("retry-after")))
                 continue
@@ -201,8 +210,8 @@ class RetryingClient:
                 message = message.get("message") or str(message)
             hint = f" — {self.unauthorized}" if status in (401, 403) else ""
             tries = f" after {attempt + 1} attempts" if attempt else ""
-            raise RemoteScorerError(f"HTTP {status} from {url}{tries}: {str(message)[:300]}{hint}",
-                                    status=status)
+            raise RemoteScorerError(f"HTTP {status} from {shown}{tries}: "
+                                    f"{self._redact(str(message))[:300]}{hint}", status=status)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _sleep(self, attempt: int, retry_after: float | None = None) -> None:
