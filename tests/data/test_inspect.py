@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 from cli_run import run
@@ -352,3 +353,25 @@ def test_a_log_written_by_inspect_ai(mockllm_logs, fmt, tmp_path, capsys):
     assert code == 0, err
     [m] = read_traces(tmp_path / "m.jsonl")
     assert m.meta["monitor"]["rule"]["flagged"]
+
+
+def test_a_sample_whose_attachments_expand_past_the_limit_is_a_located_error(tmp_path, capsys):
+    """Inspect stores repeated text once as an attachment; a small log could expand to a huge output
+    (a 7.9 KB .eval gave 105 MB). Past ``max_sample_mb`` a sample is a located error, skippable."""
+    log = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "inspect" / "shop_ledger.json").read_text())
+    sample = log["samples"][0]
+    sample["attachments"] = {"h": "x" * 100_000}
+    for m in sample["messages"]:
+        if m["role"] == "tool":
+            m["content"] = "attachment://h"  # three references: 0.3 MB in all
+    src = tmp_path / "big.json"
+    src.write_text(json.dumps(log))
+    with pytest.raises(FormatError, match=r"big.json: samples\[0\].messages — the messages expand to 0.3 MB with "
+                                          r"their attachments, more than max_sample_mb=0.2"):
+        list(read(src, "inspect", reader="json", max_sample_mb=0.2))
+    assert len(list(read(src, "inspect", reader="json"))) == 3  # the default (16 MB) reads it
+    code, out, err = run(["data", "convert", src, tmp_path / "t.jsonl", "-o", "max_sample_mb=0.2",
+                          "--skip-invalid"], capsys)
+    assert code == 0 and "1 skipped" in out + err
+    with pytest.raises(PrmkitError, match="max_sample_mb must be a number > 0"):
+        list(read(src, "inspect", max_sample_mb=0))

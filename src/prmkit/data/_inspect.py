@@ -44,6 +44,10 @@ def _inspect_ai_available() -> bool:
     return True
 
 
+#: The most text (MiB) one sample's messages may expand to once attachments are resolved.
+MAX_SAMPLE_MB = 16.0
+
+
 class InspectFormat(Format):
     """Inspect eval logs (``.json``, and ``.eval`` with ``inspect_ai`` installed). Reading only.
 
@@ -68,6 +72,10 @@ class InspectFormat(Format):
     score, the sample's metadata and its error message; a ``generate`` provenance entry names the
     model (backend ``inspect``), task and eval id. Events, the store and attachments are not kept,
     so this format cannot be written back.
+
+    ``max_sample_mb`` (default 16): a sample whose messages expand past it once ``attachment://``
+    references are resolved is a located error (skipped with ``--skip-invalid``), not an output
+    thousands of times the log's size.
 
     ``reader``: ``auto`` (``inspect_ai.log`` when it is installed, else the JSON directly),
     ``inspect_ai`` or ``json`` (``.json`` logs only; ``attachment://`` references are resolved from
@@ -96,14 +104,23 @@ class InspectFormat(Format):
     container = "log"
     description = "Inspect (inspect_ai) eval logs: one trace per sample and epoch"
 
-    def __init__(self, *, reader: str = "auto", scorer: str | None = None) -> None:
+    def __init__(self, *, reader: str = "auto", scorer: str | None = None,
+                 max_sample_mb: float = MAX_SAMPLE_MB) -> None:
         if reader not in _READERS:
             raise PrmkitError(f"inspect: reader must be one of {', '.join(_READERS)}, got {reader!r}")
+        try:
+            max_sample_mb = float(max_sample_mb)
+        except (TypeError, ValueError):
+            max_sample_mb = float("nan")
+        if not max_sample_mb > 0:
+            raise PrmkitError(f"inspect: max_sample_mb must be a number > 0, got {max_sample_mb!r}")
         options: dict[str, Any] = {"reader": reader}
         if scorer is not None:
             options["scorer"] = scorer
+        if max_sample_mb != MAX_SAMPLE_MB:
+            options["max_sample_mb"] = max_sample_mb
         super().__init__(**options)
-        self.reader, self.scorer = reader, scorer
+        self.reader, self.scorer, self.max_sample_mb = reader, scorer, max_sample_mb
         #: The log without its samples (set by :meth:`read`): the run every sample belongs to.
         self.header: dict[str, Any] = {}
 
@@ -198,6 +215,14 @@ class InspectFormat(Format):
             for msg in self._chat(m, attachments, parse_errors, len(chat)):
                 chat.append(msg)
                 origin.append(j)
+        size = sum(len(m.get("content") or "") + sum(len(c["function"]["arguments"])
+                                                    for c in m.get("tool_calls") or []) for m in chat)
+        if size > self.max_sample_mb * 2**20:
+            # Inspect stores repeated text once, as an attachment each message refers to: a log of a
+            # few KB can expand to gigabytes once every reference is written out in full.
+            raise s.error("messages", f"the messages expand to {size / 2**20:.1f} MB with their attachments, "
+                                      f"more than max_sample_mb={self.max_sample_mb:g} (raise it with "
+                                      f"-o max_sample_mb=N, or skip such samples with --skip-invalid)")
         try:
             trace = messages_to_trace(chat, id=f"{task}:{sid}:{epoch}", source="inspect")
         except FormatError as e:  # every message was checked above; this names the converted one
