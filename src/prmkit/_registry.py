@@ -42,6 +42,10 @@ ENTRY_POINT_GROUPS = {
     "prmkit.scorers": "prmkit.scoring.SCORERS",
     "prmkit.aggregators": "prmkit.scoring.AGGREGATORS",
     "prmkit.splitters": "prmkit.data.SPLITTERS",
+    "prmkit.monitors": "prmkit.monitor.MONITORS",
+    "prmkit.organisms": "prmkit.envs.ORGANISMS",
+    "prmkit.selectors": "prmkit.search.SELECTORS",
+    "prmkit.searches": "prmkit.search.SEARCHES",
 }
 
 

@@ -177,7 +177,7 @@ class Organism:
 #: Registered model organisms: name -> "module:attr" of a factory ``(seed=0) -> Agent``.
 ORGANISMS = Registry("agent organism", {
     name: f"prmkit.envs._organisms:{name}_organism" for name in Organism.BEHAVIOURS
-})
+}, group="prmkit.organisms")
 
 
 def honest_organism(seed: int = 0) -> Organism:

@@ -108,7 +108,7 @@ MONITORS = Registry("monitor", {
     "rule": "prmkit.monitor._rule:RuleMonitor",
     "prm": "prmkit.monitor._prm:PRMMonitor",
     "judge": "prmkit.monitor._judge:JudgeMonitor",
-})
+}, group="prmkit.monitors")
 
 
 def load_monitor(spec: str, options: dict[str, Any] | None = None) -> Monitor:

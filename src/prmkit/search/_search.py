@@ -323,7 +323,7 @@ def dvts(problem: Problem, policy: Policy, scorer: StepScorer, prompts: PromptBu
 SEARCHES = Registry("search strategy", {
     "beam": "prmkit.search._search:beam_search",
     "dvts": "prmkit.search._search:dvts",
-})
+}, group="prmkit.searches")
 
 
 def register_search(name: str, target: str) -> None:

@@ -224,7 +224,7 @@ SELECTORS = Registry("selection method", {
     "weighted": "prmkit.search._select:weighted_best_of_n",
     "majority": "prmkit.search._select:majority_vote",
     "oracle": "prmkit.search._select:oracle",
-})
+}, group="prmkit.selectors")
 
 #: Methods that need trace scores.
 SCORED_METHODS = ("bon", "weighted")
