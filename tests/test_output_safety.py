@@ -233,3 +233,42 @@ def test_a_published_staging_folder_is_not_private(tmp_path):
     assert (tmp_path / "model").stat().st_mode & 0o777 == 0o777 & ~umask
     assert (tmp_path / "model" / "model.safetensors").stat().st_mode & 0o777 == 0o666 & ~umask
     assert (tmp_path / "model" / "own.txt").stat().st_mode & 0o777 == 0o640
+
+
+@pytest.mark.skipif(os.name != "posix", reason="process ids and SIGKILL are POSIX")
+def test_a_command_started_under_a_shell_ends_with_the_process_named_in_prmkit_exit_with(tmp_path):
+    """A harness that starts ``prmkit serve`` (or any command) through a shell sets PRMKIT_EXIT_WITH to
+    its own id: killed with SIGKILL, it leaves no prmkit process running (issue 45, item 3)."""
+    inp, out, pidfile = tmp_path / "in.jsonl", tmp_path / "out.jsonl", tmp_path / "pid"
+    write_traces(_traces(2), inp)
+    cmd = (f"{sys.executable} -m prmkit score {inp} {out} --scorer scripted -s 'scores={{}}' -s default=0.5 "
+           f"-s delay=60 & echo $! > {pidfile}; wait")
+    script = tmp_path / "harness.py"
+    script.write_text("import os, subprocess, sys, time\n"
+                      "env = {**os.environ, 'PRMKIT_EXIT_WITH': str(os.getpid())}\n"
+                      f"subprocess.Popen(['bash', '-c', {cmd!r}], env=env)\n"
+                      "time.sleep(120)\n")
+    harness = subprocess.Popen([sys.executable, str(script)])
+    try:
+        deadline = time.monotonic() + 60
+        while not (pidfile.exists() and pidfile.read_text().strip()) or not _leftovers(tmp_path):
+            assert time.monotonic() < deadline and harness.poll() is None
+            time.sleep(0.05)
+        pid = int(pidfile.read_text())
+        harness.kill()
+        harness.wait()
+        deadline = time.monotonic() + 10
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(pid), "the prmkit command outlived the harness by 10 s"
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

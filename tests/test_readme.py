@@ -590,7 +590,8 @@ def _start_server(case: Case, cwd: Path, command: str | None = None, ready: str 
                 _SERVER_SKIPPED[case.group] = why
             pytest.skip(why)
     env = {**os.environ, **case.env, "PRMKIT_BENCH_RESULTS": str(cwd / "bench-results"),
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+           "PRMKIT_EXIT_WITH": str(os.getpid())}  # a killed test run leaves no server behind
     log = cwd / f".server-{url.port}.log"
     with log.open("w") as out:
         proc = subprocess.Popen(["bash", "-c", command], cwd=cwd, env=env,

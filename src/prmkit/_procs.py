@@ -15,7 +15,11 @@ import sys
 import threading
 import time
 
-__all__ = ["exit_with_parent"]
+__all__ = ["exit_with_parent", "exit_with_process", "WATCH_ENV"]
+
+#: ``prmkit`` commands started with this variable set to a process id end when that process ends
+#: (a test harness that starts servers through a shell sets it to its own id).
+WATCH_ENV = "PRMKIT_EXIT_WITH"
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
@@ -48,3 +52,30 @@ def exit_with_parent(parent: int) -> None:
         os._exit(1)
 
     threading.Thread(target=watch, name="prmkit-parent-watchdog", daemon=True).start()
+
+
+def exit_with_process(pid: int, interval: float = 0.5) -> None:
+    """End this process (exit status 1) once process ``pid`` is gone — any process, not only the parent:
+    a test harness whose servers run under a shell, or a job script. A daemon thread polls it."""
+    def alive() -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except OSError:  # someone else's process: it exists
+            return True
+        try:  # a zombie waiting for its reaper is gone too
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return True
+
+    if not alive():
+        os._exit(1)
+
+    def watch() -> None:
+        while alive():
+            time.sleep(interval)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="prmkit-process-watchdog", daemon=True).start()

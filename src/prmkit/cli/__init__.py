@@ -97,6 +97,7 @@ def main(argv: list[str] | None = None) -> None:
     debug = "--debug" in args[:end] or os.environ.get("PRMKIT_DEBUG", "") not in ("", "0")
     args = [a for i, a in enumerate(args) if i >= end or a != "--debug"]
     previous = _exit_on_sigterm()
+    _watch_from_env()
     try:
         code = app(args=args, standalone_mode=False, prog_name="prmkit")
         if code == 130:  # typer turns Ctrl-C (KeyboardInterrupt) into Exit(130) before we see it
@@ -136,6 +137,15 @@ def main(argv: list[str] | None = None) -> None:
             import signal
 
             signal.signal(signal.SIGTERM, previous)
+
+
+def _watch_from_env() -> None:
+    """``PRMKIT_EXIT_WITH=PID``: end with that process (servers a test harness starts through a shell)."""
+    from prmkit._procs import WATCH_ENV, exit_with_process
+
+    value = os.environ.get(WATCH_ENV, "")
+    if value.isdigit() and int(value) > 0:
+        exit_with_process(int(value))
 
 
 class _Terminated(SystemExit):
