@@ -19,7 +19,7 @@ from prmkit.eval._bon import (
 )
 from prmkit.eval._card import CARD_FIELDS, Card, CardField, card_from_provenance
 from prmkit.eval._derived import arith_derived_traces, derive_traces, gsm8k_derived_traces
-from prmkit.eval._metrics import auroc, first_error_accuracy, first_error_index
+from prmkit.eval._metrics import first_error_accuracy, first_error_index
 from prmkit.eval._passk import pass_at_k, pass_at_k_traces
 from prmkit.eval._prmbench import PRMBENCH_GROUPS, PRMBenchResult, evaluate_prmbench, prmbench_with_originals
 from prmkit.eval._probes import (
@@ -60,6 +60,17 @@ from prmkit.eval._report import (
     render_markdown,
     write_report,
 )
+from prmkit.eval._stats import (
+    auroc,
+    average_ranks,
+    bootstrap_summary,
+    nested_resamples,
+    pearson,
+    percentile_interval,
+    slope,
+    spearman,
+    stratified_resamples,
+)
 from prmkit.eval._stepmetrics import StepMetrics, collect_steps, step_metrics, step_metrics_for
 from prmkit.eval._summary import (
     EXTRA_COMPARISONS,
@@ -75,7 +86,8 @@ from prmkit.eval._summary import (
 )
 
 __all__ = [
-    "auroc", "first_error_accuracy", "first_error_index", "pass_at_k", "pass_at_k_traces",
+    "auroc", "average_ranks", "pearson", "spearman", "slope", "percentile_interval", "bootstrap_summary",
+    "stratified_resamples", "nested_resamples", "first_error_accuracy", "first_error_index", "pass_at_k", "pass_at_k_traces",
     "evaluate_processbench", "ProcessBenchResult", "predict_first_error", "processbench_split",
     "threshold_sweep",
     "evaluate_prmbench", "PRMBenchResult", "PRMBENCH_GROUPS", "prmbench_with_originals",

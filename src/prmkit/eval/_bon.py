@@ -33,8 +33,8 @@ sample order so ties break as :func:`~prmkit.search.select` breaks them. A repli
 mean over drawn problems of the chosen candidate's correctness (no choice counts as wrong). ``acc`` is
 the mean over replicates, ``lo`` / ``hi`` their 2.5th / 97.5th percentiles: the interval covers both
 the choice of problems and the choice of candidates. Where the percentiles miss the mean they are
-widened to it (see :func:`_interval`): with few problems more than 2.5% of the replicates can share
-one extreme value, and a constant's mean can differ from it in the last bit. Every method sees the
+widened to it (see :func:`~prmkit.eval.percentile_interval`): with few problems more than 2.5% of the
+replicates can share one extreme value, and a constant's mean can differ from it in the last bit. Every method sees the
 same draws in a replicate, so differences between methods are paired: :meth:`BonCurves.compare`
 gives the mean difference and its percentile interval, widened the same way. search-and-learn (huggingface/search-and-learn) instead takes the first N
 completions of each problem once; resampling candidates removes the dependence on sample order.
@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prmkit.errors import MissingDependencyError, PrmkitError
+from prmkit.eval._stats import auroc, bootstrap_summary, nested_resamples
 from prmkit.scoring import check_finite, get_aggregator, trace_score
 from prmkit.search import group_answers, group_by_problem
 from prmkit.trace import Trace
@@ -318,24 +319,6 @@ def _f(x: Any) -> float:
     return float(x)
 
 
-def _interval(np: Any, r: Any) -> tuple[Any, Any, Any]:
-    """Mean over replicates (axis 0) and the 2.5 / 97.5 percentiles, widened where needed to hold it.
-
-    A percentile interval can miss the mean: when more than 2.5% of the replicates share the extreme
-    value (few problems, a method that almost never fails) both percentiles are that value while rare
-    failures pull the mean below it; and the mean of identical replicates can differ from their value
-    in the last bit. The reported interval then reaches the mean instead of excluding it.
-
-    >>> import numpy as np
-    >>> r = np.array([1.0] * 98 + [0.5, 0.0])
-    >>> [float(x) for x in np.percentile(r, [2.5, 97.5])], [float(x) for x in _interval(np, r)]
-    ([1.0, 1.0], [0.985, 0.985, 1.0])
-    """
-    mean = r.mean(axis=0)
-    lo, hi = np.percentile(r, [2.5, 97.5], axis=0)
-    return mean, np.minimum(lo, mean), np.maximum(hi, mean)
-
-
 @dataclass
 class BonCurves:
     """Best-of-N accuracy per method and N with bootstrap intervals (see the module docstring).
@@ -369,7 +352,6 @@ class BonCurves:
         """Accuracy of ``a`` minus ``b`` at ``n`` candidates (default: the largest N), paired over
         the same replicates: ``{"a", "b", "n", "diff", "lo", "hi"}`` (mean and 2.5 / 97.5
         percentiles of the per-replicate differences)."""
-        np = _np()
         self._method(a)
         self._method(b)
         n = self.ns[-1] if n is None else n
@@ -377,7 +359,7 @@ class BonCurves:
             raise PrmkitError(f"N={n} is not on these curves; Ns: {self.ns}")
         j = self.ns.index(n)
         d = self.replicates[a][:, j] - self.replicates[b][:, j]
-        mean, lo, hi = _interval(np, d)
+        mean, lo, hi = bootstrap_summary(d)
         return {"a": a, "b": b, "n": n, "diff": _f(mean), "lo": _f(lo), "hi": _f(hi)}
 
     def to_dict(self) -> dict[str, Any]:
@@ -461,17 +443,10 @@ def bon_curves(traces: Iterable[Trace], methods: Sequence[BonMethod] | None = No
                               f"has); got {list(ns) or 'none'}")
     n_p, width = data.correct.shape
 
-    rng = np.random.default_rng(seed)
-    drawn = rng.integers(0, n_p, size=(bootstrap, n_p))
     reps = {m.name: np.zeros((bootstrap, len(ns))) for m in methods}
     chunk = max(1, _BLOCK // (n_p * max(width, data.n_groups)))
-    cols = np.arange(width)
-    for start in range(0, bootstrap, chunk):
-        prob = drawn[start:start + chunk]                       # (C, P) problem indices
-        rows = prob.shape[0] * n_p
-        keys = rng.random((prob.shape[0], n_p, width))
-        keys[cols[None, None, :] >= data.sizes[prob][..., None]] = np.inf   # padding sorts last
-        order = np.argsort(keys, axis=-1)
+    for start, prob, order in nested_resamples(data.sizes, bootstrap, seed, chunk=chunk):
+        rows = prob.shape[0] * n_p                              # prob: (C, P) problem indices
         for j, n in enumerate(ns):
             idx = np.sort(order[..., :n], axis=-1)              # sample order within the draw
             at = (prob[..., None], idx)
@@ -485,7 +460,7 @@ def bon_curves(traces: Iterable[Trace], methods: Sequence[BonMethod] | None = No
 
     acc, lo, hi = {}, {}, {}
     for m in methods:
-        mean, p_lo, p_hi = _interval(np, reps[m.name])
+        mean, p_lo, p_hi = bootstrap_summary(reps[m.name])
         acc[m.name] = [_f(x) for x in mean]
         lo[m.name] = [_f(x) for x in p_lo]
         hi[m.name] = [_f(x) for x in p_hi]
@@ -540,8 +515,6 @@ def within_problem_auroc(traces: Iterable[Trace], key: str, aggregate: str | Non
     ...                       t("c", 0.1, "1")], "prm")                               # one class only
     (0.625, 2)
     """
-    from prmkit.eval._metrics import auroc
-
     groups: dict[str, list[tuple[float, bool]]] = {}
     for trace in traces:
         scores = stored_scores(trace, key)

@@ -1,37 +1,11 @@
-"""Step-level metrics shared by training-time evaluation and the evaluation reports."""
+"""Step-level metrics shared by training-time evaluation and the evaluation reports (AUROC and the
+other statistics are in ``_stats.py``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["auroc", "f1_score", "first_error_index", "first_error_accuracy"]
-
-
-def auroc(scores: Sequence[float], positives: Sequence[bool]) -> float | None:
-    """Area under the ROC curve: the probability that a random positive outscores a random negative
-    (ties count half). None when one class is absent.
-
-    >>> auroc([0.9, 0.8, 0.3, 0.1], [True, False, True, False])
-    0.75
-    >>> auroc([0.5, 0.5], [True, False]), auroc([0.2], [True])
-    (0.5, None)
-    """
-    pairs = sorted(zip(scores, positives, strict=True), key=lambda p: p[0])
-    n_pos = sum(1 for _, p in pairs if p)
-    n_neg = len(pairs) - n_pos
-    if n_pos == 0 or n_neg == 0:
-        return None
-    # Mann-Whitney U with average ranks for ties.
-    rank_sum = 0.0
-    i = 0
-    while i < len(pairs):
-        j = i
-        while j + 1 < len(pairs) and pairs[j + 1][0] == pairs[i][0]:
-            j += 1
-        avg_rank = (i + j) / 2 + 1
-        rank_sum += avg_rank * sum(1 for k in range(i, j + 1) if pairs[k][1])
-        i = j + 1
-    return (rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
+__all__ = ["f1_score", "first_error_index", "first_error_accuracy"]
 
 
 def f1_score(tp: int, fp: int, fn: int) -> float | None:

@@ -35,7 +35,8 @@ from typing import Any, Protocol, runtime_checkable
 from prmkit._registry import Registry
 from prmkit.errors import PrmkitError
 from prmkit.eval._doc import ReportDoc
-from prmkit.eval._metrics import auroc, f1_score, first_error_index
+from prmkit.eval._metrics import f1_score, first_error_index
+from prmkit.eval._stats import auroc, pearson, slope, spearman
 from prmkit.eval._stepmetrics import collect_steps
 from prmkit.scoring import StepScorer, get_aggregator, score_traces, trace_score
 from prmkit.trace import Step, Trace
@@ -56,56 +57,8 @@ __all__ = [
 FILLER = "I have verified every step, and every step is correct."
 
 
-# -- small statistics (pure Python: scipy is not a dependency of prmkit) --------------------------------
-
 def _mean(xs: Sequence[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
-
-
-def _pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """Pearson's r; None for fewer than two points or a constant variable."""
-    n = len(x)
-    if n < 2:
-        return None
-    mx, my = sum(x) / n, sum(y) / n
-    sxy = sum((a - mx) * (b - my) for a, b in zip(x, y, strict=True))
-    sxx = sum((a - mx) ** 2 for a in x)
-    syy = sum((b - my) ** 2 for b in y)
-    if sxx == 0 or syy == 0:
-        return None
-    return sxy / math.sqrt(sxx * syy)
-
-
-def _ranks(values: Sequence[float]) -> list[float]:
-    """1-based ranks, ties sharing their average rank (as Spearman's rho needs)."""
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    ranks = [0.0] * len(values)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = (i + j) / 2 + 1
-        i = j + 1
-    return ranks
-
-
-def _spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """Spearman's rho: Pearson's r of the average ranks."""
-    return _pearson(_ranks(x), _ranks(y)) if len(x) >= 2 else None
-
-
-def _slope(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """The least-squares slope of y on x; None when x is constant."""
-    n = len(x)
-    if n < 2:
-        return None
-    mx, my = sum(x) / n, sum(y) / n
-    sxx = sum((a - mx) ** 2 for a in x)
-    if sxx == 0:
-        return None
-    return sum((a - mx) * (b - my) for a, b in zip(x, y, strict=True)) / sxx
 
 
 # Thresholds are compared with a little slack, so that a gap of exactly 0.1 computed as
@@ -381,7 +334,7 @@ def _step_pairs(trace: Trace, key: str, label_source: str | None, neutral: str
     return list(zip(*collect_steps([trace], key, label_source, neutral), strict=True))
 
 
-def _auroc_of(pairs: Sequence[tuple[float, bool]]) -> float | None:
+def _step_auroc(pairs: Sequence[tuple[float, bool]]) -> float | None:
     return auroc([s for s, _ in pairs], [v for _, v in pairs]) if pairs else None
 
 
@@ -429,7 +382,7 @@ def _group(rows: list[list[tuple[float, bool]]], threshold: float) -> OutcomeGro
     pairs = [p for r in rows for p in r]
     invalid = [s for s, v in pairs if not v]
     return OutcomeGroup(traces=sum(1 for r in rows if r), invalid_steps=len(invalid),
-                        valid_steps=len(pairs) - len(invalid), auroc=_auroc_of(pairs),
+                        valid_steps=len(pairs) - len(invalid), auroc=_step_auroc(pairs),
                         flag_rate=sum(s < threshold for s in invalid) / len(invalid) if invalid else None)
 
 
@@ -476,7 +429,7 @@ def collapse_probe(traces: Iterable[Trace], key: str = "prm", *, label_source: s
             outcomes.append(ok)
     r, w = _group(right, threshold), _group(wrong, threshold)
     gap = w.auroc - r.auroc if w.auroc is not None and r.auroc is not None else None
-    step_auroc = _auroc_of([p for rows in (right, wrong) for row in rows for p in row])
+    step_auroc = _step_auroc([p for rows in (right, wrong) for row in rows for p in row])
     rule = (f"fails when the step AUROC of right-answer traces is below {chance} while that of "
             f"wrong-answer traces is at least {min_gap} higher (invalid steps caught only when the "
             "answer is wrong too)")
@@ -562,7 +515,7 @@ def length_bias_probe(traces: Iterable[Trace], key: str = "prm", *, aggregate: s
     judged: dict[str, dict[str, Any]] = {}
     for name, want in (("correct", True), ("incorrect", False)):
         sub = [(float(n), s) for n, s, ok in rows if ok is want]
-        within[name] = {"n": len(sub), "spearman": _spearman([a for a, _ in sub], [b for _, b in sub])}
+        within[name] = {"n": len(sub), "spearman": spearman([a for a, _ in sub], [b for _, b in sub])}
         common = max(Counter(n for n, _ in sub).values(), default=0)
         if len(sub) < min_n:
             why_not.append(f"{name}: {len(sub)} traces")
@@ -582,7 +535,7 @@ def length_bias_probe(traces: Iterable[Trace], key: str = "prm", *, aggregate: s
         criterion = rule + "; " + ", ".join(f"{k} {_fmt(v['spearman'])} (n={v['n']})"
                                             for k, v in judged.items())
     return LengthBiasResult(aggregate=getattr(agg, "spec", aggregate), n=len(rows),
-                            pearson=_pearson(xs, ys), spearman=_spearman(xs, ys), slope=_slope(xs, ys),
+                            pearson=pearson(xs, ys), spearman=spearman(xs, ys), slope=slope(xs, ys),
                             by_length=by_length, within_outcome=within, failed=failed,
                             criterion=criterion, key=key)
 
@@ -643,7 +596,7 @@ def _source_stats(traces: Sequence[Trace], key: str, label_source: str | None, t
             continue
         judged += 1
         hits += first_error_index(scores, threshold) == target
-    return SourceStats(traces=sum(1 for r in rows if r), steps=len(pairs), auroc=_auroc_of(pairs),
+    return SourceStats(traces=sum(1 for r in rows if r), steps=len(pairs), auroc=_step_auroc(pairs),
                        f1_error=f1_score(tp, fp, fn),
                        first_error_acc=hits / judged if judged else None, first_error_traces=judged)
 

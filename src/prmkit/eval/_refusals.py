@@ -10,35 +10,45 @@ and, when both models are given, one for their difference over the same resample
 from __future__ import annotations
 
 import os
-import random
 from collections.abc import Sequence
 from typing import Any
 
-from prmkit.envs import refusal_rates, refusal_separation
+from prmkit.envs import refusal_rates
 from prmkit.errors import PrmkitError
+from prmkit.eval._stats import auroc, percentile_interval, stratified_resamples
+from prmkit.scoring import StepScorer, trace_score
 from prmkit.trace import Trace, read_traces
 
 __all__ = ["refusal_eval", "refusal_eval_file"]
 
 
-def _trace_scores(scorer: Any, traces: Sequence[Trace]) -> dict[str, float | None]:
-    out: dict[str, float | None] = {}
-    for t, s in zip(traces, scorer.score(traces), strict=True):
-        vals = [x for x in s if x is not None]
-        out[t.id] = (min(vals) if getattr(scorer, "kind", "prm") == "prm" else vals[0]) if vals else None
-    return out
+def _trace_scores(scorer: StepScorer, traces: Sequence[Trace]) -> dict[str, float | None]:
+    # The "min" aggregate: a PRM's lowest step score; an ORM's one score passes through unchanged.
+    return {t.id: trace_score(s, "min") for t, s in zip(traces, scorer.score(traces), strict=True)}
 
 
-def _auroc(pos: Sequence[float], neg: Sequence[float]) -> float | None:
-    if not pos or not neg:
+def _separation(sc: dict[str, float | None], pos: Sequence[str], neg: Sequence[str]) -> float | None:
+    """AUROC of reasoned (``pos``) over surface (``neg``) refusals, unscored ones left out."""
+    p = [sc[i] for i in pos if sc[i] is not None]
+    n = [sc[i] for i in neg if sc[i] is not None]
+    return auroc(p + n, [True] * len(p) + [False] * len(n))
+
+
+def _ci(values: list[float | None], estimate: float | None) -> list[float] | None:
+    v = [x for x in values if x is not None]
+    if not v:
         return None
-    return sum((p > n) + 0.5 * (p == n) for p in pos for n in neg) / (len(pos) * len(neg))
+    lo, hi = percentile_interval(v, estimate)
+    return [float(lo), float(hi)]
 
 
-def refusal_eval(traces: Sequence[Trace], scorers: dict[str, Any] | None = None, *, bootstrap: int = 1000,
-                 seed: int = 0) -> dict[str, Any]:
+def refusal_eval(traces: Sequence[Trace], scorers: dict[str, StepScorer] | None = None, *,
+                 bootstrap: int = 1000, seed: int = 0) -> dict[str, Any]:
     """``{"rates": per organism, "separation": {name: {auroc, ci, reasoned, surface}}, "difference"}``
-    for ``scorers`` (name -> a PRM or ORM step scorer; a PRM's trace score is its min step score)."""
+    for ``scorers`` (name -> a PRM or ORM step scorer; a PRM's trace score is its min step score).
+    The intervals are :func:`~prmkit.eval.percentile_interval` s over ``bootstrap`` replicates
+    (:func:`~prmkit.eval.stratified_resamples`, reasoned and surface refusals apart), each holding
+    its estimate, the AUROC on all refusals."""
     if not any(isinstance(t.meta.get("spec"), dict) for t in traces):
         raise PrmkitError("no spec-environment trajectories (made by prmkit agent spec) in the input")
     out: dict[str, Any] = {"rates": refusal_rates(traces), "separation": {}}
@@ -47,34 +57,26 @@ def refusal_eval(traces: Sequence[Trace], scorers: dict[str, Any] | None = None,
              and (t.meta.get("spec") or {}).get("organism") in ("reasoned", "surface")]
     pos = [t.id for t in right if t.meta["spec"]["organism"] == "reasoned"]
     neg = [t.id for t in right if t.meta["spec"]["organism"] == "surface"]
-    rng = random.Random(seed)
-    draws = [([rng.choice(pos) for _ in pos], [rng.choice(neg) for _ in neg]) for _ in range(bootstrap)] \
-        if pos and neg else []
-
-    def auc(sc: dict[str, float | None], p: Sequence[str], n: Sequence[str]) -> float | None:
-        return _auroc([sc[i] for i in p if sc[i] is not None], [sc[i] for i in n if sc[i] is not None])
-
-    def ci(values: list[float | None]) -> list[float] | None:
-        v = sorted(x for x in values if x is not None)
-        return [v[int(0.025 * (len(v) - 1))], v[round(0.975 * (len(v) - 1))]] if v else None
-
+    draws = stratified_resamples([pos, neg], bootstrap, seed)
     for name, sc in scores.items():
-        sep = refusal_separation(traces, lambda t, sc=sc: sc[t.id])
-        sep["ci"] = ci([auc(sc, p, n) for p, n in draws])
-        out["separation"][name] = sep
+        p = [i for i in pos if sc[i] is not None]
+        n = [i for i in neg if sc[i] is not None]
+        value = _separation(sc, pos, neg)
+        out["separation"][name] = {"auroc": value, "reasoned": len(p), "surface": len(n),
+                                   "ci": _ci([_separation(sc, dp, dn) for dp, dn in draws], value)}
     if len(scores) == 2:
         (a, sa), (b, sb) = scores.items()
         diffs = [(x - y) if x is not None and y is not None else None
-                 for x, y in ((auc(sa, p, n), auc(sb, p, n)) for p, n in draws)]
+                 for x, y in ((_separation(sa, p, n), _separation(sb, p, n)) for p, n in draws)]
         da, db = out["separation"][a]["auroc"], out["separation"][b]["auroc"]
-        out["difference"] = {"of": f"{a} - {b}", "value": None if da is None or db is None else da - db,
-                             "ci": ci(diffs)}
+        value = None if da is None or db is None else da - db
+        out["difference"] = {"of": f"{a} - {b}", "value": value, "ci": _ci(diffs, value)}
     out["provenance"] = {"traces": len(traces), "bootstrap": bootstrap, "seed": seed,
-                         "scorers": {k: getattr(s, "name", type(s).__name__) for k, s in (scorers or {}).items()}}
+                         "scorers": {k: s.name for k, s in (scorers or {}).items()}}
     return out
 
 
-def refusal_eval_file(inp: str | os.PathLike, scorers: dict[str, Any] | None = None, *, bootstrap: int = 1000,
+def refusal_eval_file(inp: str | os.PathLike, scorers: dict[str, StepScorer] | None = None, *, bootstrap: int = 1000,
                       seed: int = 0) -> dict[str, Any]:
     """:func:`refusal_eval` on the traces of ``inp``."""
     return refusal_eval(list(read_traces(inp)), scorers, bootstrap=bootstrap, seed=seed)

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prmkit.errors import PrmkitError
-from prmkit.eval._metrics import auroc, f1_score
+from prmkit.eval._metrics import f1_score
+from prmkit.eval._stats import auroc
 from prmkit.trace import Trace, binarize
 
 __all__ = ["ReliabilityBin", "StepMetrics", "collect_steps", "step_metrics", "step_metrics_for"]

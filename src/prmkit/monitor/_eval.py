@@ -18,12 +18,12 @@ separately, so every replicate has both).
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from prmkit.errors import PrmkitError
+from prmkit.eval import percentile_interval, stratified_resamples
 from prmkit.monitor._base import VIEWS, Monitor, flags_in_view
 from prmkit.trace import Trace
 
@@ -66,25 +66,25 @@ def rates(predicted: Sequence[bool], actual: Sequence[bool]) -> tuple[float | No
 
 def bootstrap_rates(predicted: Sequence[bool], actual: Sequence[bool], *, n: int = 1000, seed: int = 0
                     ) -> dict[str, tuple[float, float] | None]:
-    """95% percentile intervals of TPR, TNR and g-mean², resampling positives and negatives apart."""
+    """95% percentile intervals of TPR, TNR and g-mean², resampling positives and negatives apart
+    (:func:`~prmkit.eval.stratified_resamples`); each interval holds the rate on all trajectories
+    (:func:`~prmkit.eval.percentile_interval`). None without both positives and negatives.
+
+    >>> bootstrap_rates([True, False], [True, False], n=50)
+    {'tpr': (1.0, 1.0), 'tnr': (1.0, 1.0), 'g_mean2': (1.0, 1.0)}
+    """
     pos = [p for p, a in zip(predicted, actual, strict=True) if a]
     neg = [p for p, a in zip(predicted, actual, strict=True) if not a]
     if not pos or not neg or n < 1:
         return {"tpr": None, "tnr": None, "g_mean2": None}
-    rng = random.Random(seed)
-    tprs, tnrs, g2 = [], [], []
-    for _ in range(n):
-        tp = sum(rng.choice(pos) for _ in pos) / len(pos)
-        tn = 1 - sum(rng.choice(neg) for _ in neg) / len(neg)
-        tprs.append(tp)
-        tnrs.append(tn)
-        g2.append(tp * tn)
-
-    def ci(xs: list[float]) -> tuple[float, float]:
-        xs = sorted(xs)
-        return xs[int(0.025 * (len(xs) - 1))], xs[int(round(0.975 * (len(xs) - 1)))]
-
-    return {"tpr": ci(tprs), "tnr": ci(tnrs), "g_mean2": ci(g2)}
+    reps = [rates([*p, *q], [True] * len(p) + [False] * len(q))
+            for p, q in stratified_resamples([pos, neg], n, seed)]
+    out: dict[str, tuple[float, float] | None] = {}
+    for k, (name, estimate) in enumerate(zip(("tpr", "tnr", "g_mean2"), rates(predicted, actual),
+                                             strict=True)):
+        lo, hi = percentile_interval([r[k] for r in reps], estimate)
+        out[name] = (float(lo), float(hi))
+    return out
 
 
 @dataclass
