@@ -20,16 +20,16 @@ from prmkit.models._conventions import (
     get_convention,
     register_convention,
 )
+from prmkit.models._encoding import Encoded
+from prmkit.models._forward import SCORE_AUTO
 from prmkit.models._model import (
     PICKLE_WEIGHTS,
-    RM_CONFIG,
-    SCORE_AUTO,
-    Encoded,
     RewardModel,
     check_safe_weights,
     load_reward_model,
     shipped_model_folder,
 )
+from prmkit.models._persistence import RM_CONFIG
 from prmkit.models._precision import (
     FP32_SDPA,
     GQA_SDPA,
