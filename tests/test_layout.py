@@ -3,7 +3,7 @@
 - no module imports another package's private module (``prmkit.search._common`` from ``eval``) or a
   private name of another package; what a package offers is exported from its ``__init__``. Modules
   of the root package (``prmkit._registry``, ``prmkit._jsonio``, ``prmkit._progress``,
-  ``prmkit._fields``, ``prmkit._weights``, ``prmkit._durable``) are shared infrastructure of every package and may be imported anywhere;
+  ``prmkit._fields``, ``prmkit._weights``, ``prmkit._durable``, ``prmkit._procs``) are shared infrastructure of every package and may be imported anywhere;
 - the subpackages import each other without cycles, and so do the modules inside each package;
   imports inside functions and under ``TYPE_CHECKING`` count;
 - the CLI holds no stage logic: a command module imports no stage's internals and no ``_private``
@@ -54,7 +54,7 @@ def _imports(name: str, path: Path) -> list[tuple[int, str, list[str]]]:
 
 
 def _package(module: str) -> str:
-    """``prmkit.eval._probes`` -> ``eval``; a root module (``prmkit.trace``) is its own package."""
+    """``prmkit.eval._bon`` -> ``eval``; a root module (``prmkit.trace``) is its own package."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else ""
 
@@ -140,13 +140,18 @@ def test_modules_inside_a_package_import_each_other_without_cycles():
     assert not cycles, f"module import cycles: {cycles}"
 
 
+#: Modules of the root package that every package, the CLI included, may import (the module docs).
+_ROOT_MODULES = {m for m in MODULES if m.count(".") == 1 and m.split(".")[1].startswith("_")
+                 and not _is_package(m)}
+
+
 def test_the_cli_imports_only_public_names():
     bad = []
     for name, path in MODULES.items():
         if _package(name) != "cli":
             continue
         for line, target, names in _imports(name, path):
-            if _package(target) in ("cli", ""):
+            if _package(target) in ("cli", "") or target in _ROOT_MODULES:  # shared infrastructure
                 continue
             if any(p.startswith("_") for p in target.split(".")[1:]) or any(
                     n.startswith("_") for n in names):
@@ -157,8 +162,8 @@ def test_the_cli_imports_only_public_names():
 def test_the_checks_see_a_private_import():
     """The rules are not vacuous: the parser finds this package's known imports."""
     found = {t for _, t, _ in _imports("prmkit.eval._files", MODULES["prmkit.eval._files"])}
-    assert "prmkit.scoring" in found and "prmkit.eval._probes" in found
-    assert _package("prmkit.eval._probes") == "eval" and _is_package("prmkit.eval")
+    assert "prmkit.scoring" in found and "prmkit.eval.probes._base" in found
+    assert _package("prmkit.eval.probes._base") == "eval" and _is_package("prmkit.eval")
 
 
 # -- writes go through prmkit._durable -------------------------------------------------------------
@@ -184,10 +189,10 @@ _ALLOWED_WRITES = {
     "prmkit.train._trainer:_save_checkpoint": "into a checkpoint staging folder (publish_folder)",
     "prmkit.train._trainer:_write_config_yaml": "into a staging folder (its callers publish it)",
     "prmkit.train._policy_sft:sft_policy": "into a staging folder (publish_into)",
-    "prmkit.models._model:RewardModel.save_pretrained": "into a staging folder (publish_into)",
+    "prmkit.models._persistence:PersistenceMixin.save_pretrained": "into a staging folder (publish_into)",
     "prmkit.models._shipped:export_shipped": "into a staging folder (publish_folder)",
     "prmkit.models._shipped:_cast_tensors": "rewrites a file of export_shipped's staging folder",
-    "prmkit.models._model:shipped_model_folder": "into a staging folder (publish)",
+    "prmkit.models._persistence:merged_shipped_folder": "into a staging folder (publish)",
     "prmkit.models._backbones:build_tiny_backbone": "into a staging folder (publish_folder)",
     "prmkit.policies._ct2:convert_to_ct2": "into a staging folder (publish_folder)",
     "prmkit.policies._hf:_save_cache": "into a staging folder (publish_folder)",
@@ -268,3 +273,66 @@ def test_the_write_check_sees_an_unguarded_write(tmp_path):
     src.write_text("def f(p):\n    p.write_text('x')\n    with durable_file(p) as t:\n"
                    "        open(t, 'w').write('y')\n    open(p, 'a')\n    'a'.replace('a', 'b')\n")
     assert _unguarded_writes(src) == [(2, "f", "write_text"), (5, "f", "open")]
+
+
+# -- statistics live in prmkit.eval._stats ---------------------------------------------------------
+
+#: Words that, as a part of a function's name (split at ``_``), make it a statistics helper ("ci" and
+#: "rank" are left out: the report's formatters of an interval and search's sort key use them).
+_STAT_WORDS = {"bootstrap", "auroc", "auc", "roc", "spearman", "pearson", "kendall", "ranks",
+               "percentile", "percentiles", "quantile", "quantiles", "interval", "intervals"}
+#: Calls that compute a percentile or quantile.
+_STAT_CALLS = {"percentile", "nanpercentile", "quantile", "nanquantile", "quantiles"}
+#: Statistics-named functions allowed outside ``eval/_stats.py``, and why.
+_ALLOWED_STATS = {
+    "prmkit.eval._bon:within_problem_auroc": "a best-of-N metric: the mean of _stats.auroc per problem",
+    "prmkit.eval.probes._common:_step_auroc": "_stats.auroc over (score, step is valid) pairs",
+    "prmkit.eval._processbench:_hit_interval": "a span of the trace's text, not a statistic",
+    "prmkit.monitor._eval:bootstrap_rates": "the monitor's public API over _stats' stratified_resamples and "
+                                            "percentile_interval (monitor may import prmkit.eval only)",
+}
+
+
+def _stats_helpers(path: Path) -> list[tuple[int, str, str]]:
+    """(line, enclosing function, what) of every statistics-named function defined and every
+    percentile / quantile computed in a module."""
+    out: list[tuple[int, str, str]] = []
+
+    def visit(node: ast.AST, scope: str) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            scope = f"{scope}.{node.name}" if scope else node.name
+            if not isinstance(node, ast.ClassDef) and _STAT_WORDS & set(node.name.lower().split("_")):
+                out.append((node.lineno, scope, f"def {node.name}"))
+        if isinstance(node, ast.Call) and _called(node) in _STAT_CALLS:
+            out.append((node.lineno, scope, f"{_called(node)}(...)"))
+        for child in ast.iter_child_nodes(node):
+            visit(child, scope)
+
+    visit(ast.parse(path.read_text()), "")
+    return out
+
+
+def test_statistics_are_defined_only_in_eval_stats():
+    """Bootstrap, AUROC, rank correlations and percentile intervals are written once, in
+    ``prmkit/eval/_stats.py`` (issue 46: three bootstraps and two AUROCs had drifted apart); any
+    other statistics-named function is listed here with its reason, or it fails this test."""
+    bad, used = [], set()
+    for name, path in MODULES.items():
+        if name == "prmkit.eval._stats":
+            continue
+        for line, scope, what in _stats_helpers(path):
+            used.add(f"{name}:{scope}")
+            if f"{name}:{scope}" not in _ALLOWED_STATS or not what.startswith("def "):
+                bad.append(f"{path.relative_to(SRC)}:{line}: {what} in {scope or 'module'}")
+    stale = sorted(k for k in _ALLOWED_STATS if k not in used)
+    assert not stale, f"_ALLOWED_STATS names functions that do not exist (remove them): {stale}"
+    assert not bad, ("statistics outside prmkit/eval/_stats.py (use it, or add a thin wrapper to "
+                     "_ALLOWED_STATS with the reason):\n" + "\n".join(bad))
+
+
+def test_the_stats_check_sees_a_helper(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text("import numpy as np\n\ndef _auroc(p, n):\n    return 0.5\n\ndef mean(x):\n"
+                   "    return np.percentile(x, 50)\n\nclass R:\n    def bootstrap_ci(self):\n        pass\n")
+    assert _stats_helpers(src) == [(3, "_auroc", "def _auroc"), (7, "mean", "percentile(...)"),
+                                   (10, "R.bootstrap_ci", "def bootstrap_ci")]
