@@ -169,13 +169,17 @@ def test_the_plugin_labeler_and_probe_are_listed_in_the_help(site, tmp_path):
 
 def test_the_plugin_labeler_labels_from_the_command_line(site, tmp_path, traces):
     out = tmp_path / "labelled.jsonl"
+    refused = prmkit("label", "--method", "example_keywords", str(traces), str(out), "-k", "3", "--seed",
+                     "4", site=site, cwd=tmp_path, ok=False)  # -k: not an argument of the plugin's
+    assert (refused.returncode, refused.stderr) == (
+        1, "error: --k / -k is not an option of the example_keywords labeler (it takes: --seed)\n")
     r = prmkit("label", "--method", "example_keywords", str(traces), str(out), "-o", 'words=["wrong"]',
-               "-k", "3", "--seed", "4", "--no-progress", site=site, cwd=tmp_path)
+               "--seed", "4", "--no-progress", site=site, cwd=tmp_path)
     assert "3/3 traces labelled by example_keywords" in r.stdout and "store:" not in r.stdout
     got = [[lab.value for lab in t.labels("keywords")] for t in read_traces(out)]
     assert got == [[1, 1], [-1, 1], [1, 1, 1]]
     lab = next(read_traces(out)).steps[0].labels[-1]
-    assert (lab.labeler, lab.args) == ("example_keywords", {"words": ["wrong"], "seed": 4})  # no k
+    assert (lab.labeler, lab.args) == ("example_keywords", {"words": ["wrong"], "seed": 4})
     unknown = prmkit("label", "--method", "nope", str(traces), str(tmp_path / "new.jsonl"), site=site,
                      cwd=tmp_path, ok=False)  # a new OUT: an existing one is refused first
     assert unknown.returncode == 1

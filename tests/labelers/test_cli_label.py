@@ -62,8 +62,10 @@ def test_mc_writes_labels_and_a_store_beside_out_then_resumes(tmp_path, inp):
 def test_every_method_runs_from_the_command_line(tmp_path, inp, method, source):
     out = tmp_path / "out.jsonl"
     judge = ["--judge-policy", "labeler_fakes:JudgePolicy"]
-    extra = {"binary": ["--max-rollouts", "4"], "judge": judge, "consensus": judge}.get(method, [])
-    run(inp, out, "--method", method, "-k", "2", *RULE, *extra, "--no-progress")
+    # Each method gets the options it takes: one it does not take is refused (tests/test_cli_options.py).
+    extra = {"binary": ["-k", "2", *RULE, "--max-rollouts", "4"], "advantage": ["-k", "2", *RULE],
+             "judge": [*RULE, *judge], "consensus": ["-k", "2", *RULE, *judge]}.get(method, [])
+    run(inp, out, "--method", method, *extra, "--no-progress")
     ts = list(read_traces(out))
     assert any(lab is not None for t in ts for lab in t.labels(source))
     assert ts[1].provenance[-1].name == method
@@ -90,16 +92,21 @@ def test_options_reach_the_labeler_and_errors_are_one_line(tmp_path, inp):
 
 def test_a_labeler_registered_in_code_runs_and_is_listed(tmp_path, inp, monkeypatch):
     """Adding a labeler is one file plus its registration: the command lists it, builds it with
-    the shared options it takes (--seed) and no others (-k, --policy: the class would refuse
-    them), passes -o extras, and keeps no store for a labeler that generates nothing."""
+    the shared options it takes (--seed), refuses those it does not (-k, --policy), passes -o
+    extras, and keeps no store for a labeler that generates nothing."""
     from prmkit.labelers import LABELERS
 
     monkeypatch.setitem(LABELERS, "step_length", "labeler_fakes:StepLengthLabeler")
     help_text = CliRunner().invoke(app, ["label", "--help"], terminal_width=200).output
     assert "step_length" in help_text
     out = tmp_path / "out.jsonl"
-    text = run(inp, out, "--method", "step_length", "--seed", "5", "-k", "2", *RULE,
-               "-o", "longest=1", "--no-progress")
+    from prmkit.errors import PrmkitError
+
+    with pytest.raises(PrmkitError, match=r"^--policy, --k / -k are not options of the step_length "
+                                          r"labeler \(it takes: --seed\)$"):
+        CliRunner().invoke(app, ["label", str(inp), str(out), "--method", "step_length", "-k", "2",
+                                 "--policy", "scripted", "--seed", "5"], catch_exceptions=False)
+    text = run(inp, out, "--method", "step_length", "--seed", "5", "-o", "longest=1", "--no-progress")
     assert "4/4 traces labelled by step_length" in text and "store:" not in text
     assert not (tmp_path / "out.jsonl.labels.sqlite").exists()
     t = next(read_traces(out))

@@ -2,7 +2,8 @@
 
 Every registered labeler (:data:`prmkit.labelers.LABELERS`, plugins included) runs from here: the
 shared options below go to the ones whose ``__init__`` takes them (:func:`prmkit.labelers.build_labeler`),
-``-o KEY=VALUE`` to the labeler as it is. An option left out keeps the labeler's own default.
+``-o KEY=VALUE`` to the labeler as it is. An option left out keeps the labeler's own default; one
+given that the labeler does not take is refused, naming it, before any work.
 """
 
 from __future__ import annotations
@@ -15,15 +16,24 @@ from rich.console import Console
 
 from prmkit.cli._data import parse_options, print_skipped
 from prmkit.cli._help import names, policy_help
-from prmkit.cli._options import OverwriteOpt
+from prmkit.cli._options import OverwriteOpt, given_options
 from prmkit.cli._paths import input_files, output_file
 from prmkit.data import FORMATS
 from prmkit.labelers import LABELERS
 
 console = Console()
 
+#: The command's parameters that are labeling options (parameter -> its name in LABEL_OPTIONS).
+_LABEL_OPTIONS = {"policy": "policy", "policy_arg": "policy_args", "judge_policy": "judge_policy",
+                  "judge_arg": "judge_args", "k": "k", "max_rollouts": "max_rollouts",
+                  "after_error": "after_error", "retries": "retries", "max_new_tokens": "max_new_tokens",
+                  "judge_max_new_tokens": "judge_max_new_tokens", "temperature": "temperature",
+                  "judge_temperature": "judge_temperature", "top_p": "top_p", "seed": "seed",
+                  "shots": "shots", "workers": "workers", "ray_address": "ray_address"}
+
 
 def label(
+    ctx: typer.Context,
     inp: Annotated[Path, typer.Argument(metavar="IN", help="Traces to label (prmkit JSONL or any "
                                         "importable format).", callback=input_files)],
     out: Annotated[Path, typer.Argument(metavar="OUT", help="Labelled traces (prmkit JSONL).")],
@@ -82,8 +92,8 @@ def label(
     -p batch_invariant=true) the labels are the same as an uninterrupted run. An interrupted run
     leaves no OUT, so a rerun is never refused; a finished OUT is replaced only with --overwrite
     (which keeps the store: delete it too to make new rollouts). A labeler takes the
-    shared options its arguments name and keeps its own defaults for those left out; options it
-    does not take are ignored, so one command line serves every method.
+    shared options its arguments name and keeps its own defaults for those left out; an option it
+    does not take is refused, naming it (-m symbolic -k 8 is an error, not a run without -k).
     """
     from prmkit.data import ImportReport
     from prmkit.labelers import build_labeler, label_file
@@ -98,8 +108,9 @@ def label(
                "judge_max_new_tokens": judge_max_new_tokens, "temperature": temperature,
                "judge_temperature": judge_temperature, "top_p": top_p, "seed": seed, "shots": shots,
                "workers": workers, "ray_address": ray_address}
+    given, spelled = given_options(ctx, _LABEL_OPTIONS)
     imported = ImportReport()
-    with build_labeler(method, options, parse_options(option)) as labeler:
+    with build_labeler(method, options, parse_options(option), given=given, spelled=spelled) as labeler:
         report = label_file(inp, out, labeler, store=store, fmt=from_format,
                             skip_invalid=skip_invalid, progress=not no_progress, window=window,
                             import_report=imported)

@@ -18,7 +18,7 @@ from rich.console import Console
 
 from prmkit.cli._data import parse_options, print_skipped
 from prmkit.cli._help import check_aggregator, names, policy_help
-from prmkit.cli._options import EnvSeedOpt, MaxOperandOpt, OpsOpt, OverwriteOpt, StepsOpt
+from prmkit.cli._options import EnvSeedOpt, MaxOperandOpt, OpsOpt, OverwriteOpt, StepsOpt, given_options
 from prmkit.cli._paths import input_files, model_folders, output_file
 from prmkit.data import FORMATS
 from prmkit.scoring import AGGREGATORS, SCORERS
@@ -133,7 +133,15 @@ def select(
     _say(select_file(inp, method=method, aggregate=aggregate, key=key, out=out, fmt=from_format).lines())
 
 
+#: The command's parameters that are search settings (parameter -> the search's name for it).
+_SEARCH_OPTIONS = {"beam_width": "beam_width", "expansions": "expansions", "n": "n", "m": "m",
+                   "select_method": "select", "lookahead": "lookahead", "max_depth": "max_depth",
+                   "aggregate": "aggregate", "step_tokens": "step_tokens", "temperature": "temperature",
+                   "top_p": "top_p", "seed": "seed"}
+
+
 def search(
+    ctx: typer.Context,
     out: Annotated[Path, typer.Option("--out", "-o", help="The answer trace of every problem (prmkit JSONL).")],
     method: Annotated[str, typer.Option("--method", "-m", help=f"Search strategy: {names(SEARCHES)}.")
                       ] = "beam",
@@ -178,13 +186,15 @@ def search(
 
     Example: prmkit search --env arith --problems 20 --method dvts -n 16 --m 4 --model runs/prm -o found.jsonl
     Prints the accuracy and the tokens generated and scored per problem (compare methods at equal
-    compute); every answer trace records its search in meta.search.
+    compute); every answer trace records its search in meta.search. An option of another method
+    (-n with --method beam) is refused, naming it.
     """
     from prmkit.generate import load_problems
     from prmkit.policies import load_policy
-    from prmkit.search import search_file
+    from prmkit.search import check_search_settings, search_file
 
     output_file(out, overwrite)
+    check_search_settings(method, *given_options(ctx, _SEARCH_OPTIONS))  # before loading anything
     items, cfg = load_problems(env=env, data=data, data_format=data_format, n=problems, start=start,
                                steps=steps, ops=ops, max_operand=max_operand, env_seed=env_seed)
     report = search_file(out, items, load_policy(policy, parse_options(policy_arg), batch_size=batch_size),

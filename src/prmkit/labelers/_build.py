@@ -5,12 +5,14 @@ labeler receives those that its ``__init__`` names, by name, or renamed by its
 :attr:`~prmkit.labelers.RolloutLabeler.option_names`; ``-o KEY=VALUE`` extras go to it as they are.
 So a new labeler — built in, registered with :func:`~prmkit.labelers.register_labeler`, or a plugin
 of the ``prmkit.labelers`` entry-point group — is one file, and the command line needs no change.
+An option the user gave that the chosen labeler does not take is an error naming it (``given``), so
+``prmkit label -m symbolic -k 8`` is refused rather than run without its ``-k``.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from prmkit.errors import PrmkitError
@@ -55,6 +57,44 @@ def _parameters(factory: Any) -> dict[str, inspect.Parameter]:
         return {}
 
 
+def _routes(cls: Any) -> dict[str, tuple[str, ...]]:
+    """Each ``__init__`` parameter of ``cls`` -> the shared options that feed it, first choice first
+    (its ``option_names`` entry, then the option of its own name). A class whose ``__init__`` takes
+    ``**kwargs`` hands them to its base class's (the spec labeler's go to the judge labeler's), so
+    the base's parameters are its too."""
+    renamed = getattr(cls, "option_names", {}) or {}
+    params = _parameters(cls)
+    routes = {name: tuple(o for o in (renamed.get(name), name) if o in LABEL_OPTIONS)
+              for name, p in params.items()
+              if p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)}
+    if isinstance(cls, type) and any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        base = next((c for c in cls.__mro__[1:] if "__init__" in vars(c)), object)
+        if base is not object:
+            routes = {**_routes(base), **routes}
+    return routes
+
+
+def _taken(cls: Any) -> list[str]:
+    """The shared options ``cls`` takes, with ``policy_args`` / ``judge_args`` beside their policy."""
+    taken = {o for options in _routes(cls).values() for o in options}
+    return [o for option in LABEL_OPTIONS if option in taken
+            for o in (option, _POLICY_ARGS.get(option)) if o is not None]
+
+
+def _refuse_untaken(method: str, cls: Any, given: Collection[str],
+                    spelled: Mapping[str, str] | None) -> None:
+    taken = _taken(cls)
+    untaken = [o for o in given if o not in taken]
+    if not untaken:
+        return
+    spell = dict(spelled or {})
+    what = (f"{spell.get(untaken[0], untaken[0])} is not an option" if len(untaken) == 1
+            else f"{', '.join(spell.get(o, o) for o in untaken)} are not options")
+    takes = ", ".join(spell.get(o, o) for o in taken if spelled is None or o in spelled)
+    raise PrmkitError(f"{what} of the {method} labeler ("
+                      + (f"it takes: {takes})" if takes else "it takes none of the shared options)"))
+
+
 def _policy(options: Mapping[str, Any], option: str) -> Any:
     value = options.get(option)
     args = options.get(_POLICY_ARGS[option]) or {}
@@ -69,7 +109,8 @@ def _policy(options: Mapping[str, Any], option: str) -> Any:
 
 
 def build_labeler(method: str, options: Mapping[str, Any] | None = None,
-                  extra: Mapping[str, Any] | None = None) -> RolloutLabeler:
+                  extra: Mapping[str, Any] | None = None, *, given: Collection[str] = (),
+                  spelled: Mapping[str, str] | None = None) -> RolloutLabeler:
     """The labeler registered as ``method``, built from the shared options it takes.
 
     Each parameter of the labeler's ``__init__`` gets the option its ``option_names`` maps it to
@@ -78,22 +119,30 @@ def build_labeler(method: str, options: Mapping[str, Any] | None = None,
     (``-o KEY=VALUE``) goes to the labeler as it is and wins. An unknown ``method`` is an error
     listing the registered ones; a wrong argument is a :class:`~prmkit.errors.PrmkitError`.
 
+    ``given``: the options the user chose (a command line's explicit flags, not its defaults); one
+    the labeler does not take is an error naming it and those it does take, before anything is
+    built. ``spelled``: how the user writes each option, for that error (``{"k": "--k / -k"}``;
+    default: the option's own name); with it, the error lists only options ``spelled`` names.
+
     >>> build_labeler("binary", {"policy": "scripted", "policy_args": {"completions": ["x"]},
     ...                          "k": 2, "retries": 5}, {"max_rollouts": 4}).args["max_rollouts"]
     4
+    >>> build_labeler("symbolic", {"k": 8}, given=["k"])
+    Traceback (most recent call last):
+    ...
+    prmkit.errors.PrmkitError: k is not an option of the symbolic labeler (it takes none of the shared options)
     """
     options = {k: v for k, v in (options or {}).items() if v is not None}
-    unknown = sorted(set(options) - set(LABEL_OPTIONS) - set(_POLICY_ARGS.values()))
+    known = (*LABEL_OPTIONS, *_POLICY_ARGS.values())
+    unknown = sorted((set(options) | set(given)) - set(known))
     if unknown:
         raise PrmkitError(f"unknown labeling option(s) {', '.join(unknown)}; known: "
                           f"{', '.join(LABEL_OPTIONS)}")
     cls = LABELERS.load(method)
-    renamed = getattr(cls, "option_names", {}) or {}
+    _refuse_untaken(method, cls, given, spelled)
     kwargs: dict[str, Any] = {}
-    for param in _parameters(cls):
-        for option in (renamed.get(param), param):
-            if option not in LABEL_OPTIONS:
-                continue
+    for param, routes in _routes(cls).items():
+        for option in routes:
             value = _policy(options, option) if option in _POLICY_ARGS else options.get(option)
             if value is not None:
                 kwargs[param] = value

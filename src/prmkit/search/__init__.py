@@ -19,7 +19,14 @@ A verifier is any :class:`~prmkit.scoring.StepScorer` (a ``RewardModel``, a
 
 from prmkit.scoring import SCORERS, ScriptedScorer, get_scorer, model_scorer, register_scorer, trace_score
 from prmkit.search._common import ComputeMeter
-from prmkit.search._files import SearchFileReport, SelectFileReport, pick_score_key, search_file, select_file
+from prmkit.search._files import (
+    SearchFileReport,
+    SelectFileReport,
+    check_search_settings,
+    pick_score_key,
+    search_file,
+    select_file,
+)
 from prmkit.search._guided import Attempt, GuidedResult, reject, rerank, revise
 from prmkit.search._search import (
     SEARCHES,
@@ -48,7 +55,7 @@ from prmkit.search._select import (
 
 __all__ = [
     "ComputeMeter", "trace_score", "select_file", "SelectFileReport", "search_file", "SearchFileReport",
-    "pick_score_key",
+    "pick_score_key", "check_search_settings",
     "SELECTORS", "register_selector", "AnswerGroup", "Selection", "SelectionReport", "select",
     "select_problems", "group_by_problem", "group_answers", "best_of_n", "weighted_best_of_n",
     "majority_vote", "oracle",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import os
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,8 @@ from prmkit.search._select import SCORED_METHODS, SELECTORS, SelectionReport, se
 from prmkit.trace import Problem, Trace, TraceWriter
 from prmkit.traces import is_correct, partly_scored, score_keys
 
-__all__ = ["select_file", "SelectFileReport", "search_file", "SearchFileReport", "pick_score_key"]
+__all__ = ["select_file", "SelectFileReport", "search_file", "SearchFileReport", "pick_score_key",
+           "check_search_settings"]
 
 
 def pick_score_key(traces: list[Trace], key: str | None) -> str:
@@ -133,17 +135,52 @@ class SearchFileReport:
                 f"tokens generated, {self.scored_tokens / k:.0f} scored"]
 
 
+def _search_options(method: str) -> list[str]:
+    """The settings the search ``method`` takes: its own parameters after ``(problem, policy, scorer,
+    prompts)``, then :class:`SearchConfig`'s fields (every search takes them)."""
+    params = list(inspect.signature(SEARCHES.load(method)).parameters.values())[4:]
+    own = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+           and p.name != "config"]
+    return own + [f.name for f in fields(SearchConfig) if f.name not in own]
+
+
+def check_search_settings(method: str, given: Collection[str], spelled: Mapping[str, str] | None = None
+                          ) -> None:
+    """Refuse the settings in ``given`` (those the user chose) that the search ``method`` does not
+    take, naming them and those it does take; an unknown ``method`` names the known ones.
+    ``spelled``: how the user writes each setting (``{"n": "--n / -n"}``; default: its own name);
+    with it, only settings it names are listed.
+
+    >>> check_search_settings("beam", ["beam_width", "n"], {"n": "--n / -n", "beam_width": "--beam-width"})
+    Traceback (most recent call last):
+    ...
+    prmkit.errors.PrmkitError: --n / -n is not an option of the beam search (it takes: --beam-width)
+    """
+    if method not in SEARCHES:
+        raise PrmkitError(f"unknown search method {method!r}; one of {', '.join(SEARCHES)}")
+    takes = _search_options(method)
+    untaken = [k for k in given if k not in takes]
+    if untaken:
+        spell = dict(spelled or {})
+        what = (f"{spell.get(untaken[0], untaken[0])} is not an option" if len(untaken) == 1
+                else f"{', '.join(spell.get(k, k) for k in untaken)} are not options")
+        listed = ", ".join(spell.get(k, k) for k in takes if spelled is None or k in spelled)
+        raise PrmkitError(f"{what} of the {method} search (it takes: {listed})")
+
+
 def search_file(out: str | os.PathLike, problems: list[Problem], policy: Policy, scorer: StepScorer, *,
                 method: str = "beam", arith_config: ArithConfig | None = None, source: str | None = None,
-                shots: int | None = None, **options: Any) -> SearchFileReport:
+                shots: int | None = None, given: Collection[str] = (),
+                spelled: Mapping[str, str] | None = None, **options: Any) -> SearchFileReport:
     """Search every problem with ``method`` (:data:`SEARCHES`: ``beam``, ``dvts``) and write the
     answer traces to ``out``. The prompts are the ones ``policy`` expects
     (:meth:`PromptBuilder.for_policy`). ``options`` are the search's settings; those the method does
     not take (``n``/``m`` for ``beam``, ``beam_width``/``expansions`` for ``dvts``) are dropped, so one
-    set of command-line options serves every method."""
-    if method not in SEARCHES:
-        raise PrmkitError(f"unknown search method {method!r}; one of {', '.join(SEARCHES)}")
-    takes = set(inspect.signature(SEARCHES.load(method)).parameters) | {f.name for f in fields(SearchConfig)}
+    set of command-line options serves every method, unless they are ``given``: the settings the user
+    chose (a command line's explicit flags, not its defaults), of which one the method does not take
+    is an error naming it (:func:`check_search_settings`, with ``spelled``), before any search."""
+    check_search_settings(method, given, spelled)
+    takes = _search_options(method)
     used = {k: v for k, v in options.items() if k in takes}
     prompts = PromptBuilder.for_policy(policy, config=arith_config, source=source, shots=shots)
     out = Path(out)
