@@ -38,6 +38,7 @@ ENTRY_POINT_GROUPS = {
     "prmkit.policies": "prmkit.policies.POLICIES",
     "prmkit.conventions": "prmkit.models.CONVENTIONS",
     "prmkit.probes": "prmkit.eval.PROBES",
+    "prmkit.perturbations": "prmkit.eval.PERTURBATIONS",
     "prmkit.formats": "prmkit.data.FORMATS",
     "prmkit.scorers": "prmkit.scoring.SCORERS",
     "prmkit.aggregators": "prmkit.scoring.AGGREGATORS",

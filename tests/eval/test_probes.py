@@ -12,7 +12,7 @@ import random
 import pytest
 
 from prmkit.errors import PrmkitError
-from prmkit.eval._probes import (
+from prmkit.eval.probes import (
     FILLER,
     PERTURBATIONS,
     append_filler,

@@ -22,29 +22,6 @@ from prmkit.eval._derived import arith_derived_traces, derive_traces, gsm8k_deri
 from prmkit.eval._metrics import first_error_accuracy, first_error_index
 from prmkit.eval._passk import pass_at_k, pass_at_k_traces
 from prmkit.eval._prmbench import PRMBENCH_GROUPS, PRMBenchResult, evaluate_prmbench, prmbench_with_originals
-from prmkit.eval._probes import (
-    PERTURBATIONS,
-    PROBES,
-    CollapseProbe,
-    GamingProbe,
-    LengthBiasProbe,
-    Probe,
-    ProbeContext,
-    ProbeNotApplicable,
-    TransferProbe,
-    append_filler,
-    collapse_probe,
-    duplicate_steps,
-    gaming_probe,
-    length_bias_probe,
-    probes_read_scores,
-    register_perturbation,
-    register_probe,
-    reorder_steps,
-    restate_problem,
-    run_probes,
-    transfer_probe,
-)
 from prmkit.eval._processbench import (
     ProcessBenchResult,
     evaluate_processbench,
@@ -84,6 +61,29 @@ from prmkit.eval._summary import (
     checked_methods,
     headline_sentence,
 )
+from prmkit.eval.probes import (
+    PERTURBATIONS,
+    PROBES,
+    CollapseProbe,
+    GamingProbe,
+    LengthBiasProbe,
+    Probe,
+    ProbeContext,
+    ProbeNotApplicable,
+    TransferProbe,
+    append_filler,
+    collapse_probe,
+    duplicate_steps,
+    gaming_probe,
+    length_bias_probe,
+    probes_read_scores,
+    register_perturbation,
+    register_probe,
+    reorder_steps,
+    restate_problem,
+    run_probes,
+    transfer_probe,
+)
 
 __all__ = [
     "auroc", "average_ranks", "pearson", "spearman", "slope", "percentile_interval", "bootstrap_summary",
@@ -122,7 +122,7 @@ from prmkit.eval._files import (  # noqa: E402
 __all__ += ["processbench_files", "prmbench_files", "bon_file", "probes_file", "report_files", "save_section",
             "parse_card_overrides", "score_for_eval", "Scored"]
 
-from prmkit.eval._faithfulness import (  # noqa: E402
+from prmkit.eval.probes import (  # noqa: E402
     HINT_ARMS,
     FaithfulnessProbe,
     faithfulness_probe,
@@ -131,7 +131,7 @@ from prmkit.eval._faithfulness import (  # noqa: E402
 
 __all__ += ["HINT_ARMS", "FaithfulnessProbe", "faithfulness_probe", "hinted_problems"]
 
-from prmkit.eval._result_check import (  # noqa: E402
+from prmkit.eval.probes import (  # noqa: E402
     ResultCheckProbe,
     ResultCheckResult,
     change_result,

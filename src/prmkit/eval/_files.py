@@ -22,11 +22,11 @@ from prmkit.errors import PrmkitError
 from prmkit.eval._card import card_from_provenance
 from prmkit.eval._derived import gsm8k_derived_traces
 from prmkit.eval._prmbench import PRMBenchResult, evaluate_prmbench, prmbench_with_originals
-from prmkit.eval._probes import probes_read_scores, run_probes
 from prmkit.eval._processbench import ProcessBenchResult, evaluate_processbench
 from prmkit.eval._report import load_results, write_report
 from prmkit.eval._stepmetrics import step_metrics_for
 from prmkit.eval._summary import BonReport, bon_report
+from prmkit.eval.probes._base import probes_read_scores, run_probes
 from prmkit.scoring import StepScorer, score_traces_or_skip
 from prmkit.trace import Trace
 

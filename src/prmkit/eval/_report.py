@@ -452,7 +452,7 @@ def _probe(name: str) -> Any:
     """The registered probe ``name`` (:data:`~prmkit.eval.PROBES`, read now, so a probe registered
     after import counts), or None: not registered here, or its plugin fails to import. The result of
     a probe without one is still shown, generically."""
-    from prmkit.eval._probes import PROBES
+    from prmkit.eval.probes._base import PROBES
 
     if name not in PROBES:
         return None

@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from prmkit.eval._probes import ProbeContext, ProbeNotApplicable
+from prmkit.eval.probes._base import ProbeContext, ProbeNotApplicable
 from prmkit.generate import HINT_ARMS, hinted_problems
 from prmkit.trace import Trace
 

@@ -27,7 +27,9 @@ from typing import Any
 
 from prmkit.errors import PrmkitError
 from prmkit.eval._doc import ReportDoc
-from prmkit.eval._probes import ProbeContext, ProbeNotApplicable, _finish, _perturbed_copy, _score_all
+from prmkit.eval.probes._base import ProbeContext, ProbeNotApplicable
+from prmkit.eval.probes._common import _score_all
+from prmkit.eval.probes._perturbations import _finish, _perturbed_copy
 from prmkit.scoring import StepScorer
 from prmkit.trace import Trace, binarize
 

@@ -1,0 +1,189 @@
+"""**Verifier gaming** (:func:`gaming_probe`): edits that add no information (the perturbations of
+:data:`~prmkit.eval.probes.PERTURBATIONS`) must not raise a trace's score."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from prmkit.errors import PrmkitError
+from prmkit.eval._doc import ReportDoc
+from prmkit.eval.probes._base import ProbeContext, ProbeNotApplicable
+from prmkit.eval.probes._common import _mean, _score_all
+from prmkit.eval.probes._perturbations import PERTURBATIONS
+from prmkit.scoring import StepScorer, get_aggregator
+from prmkit.trace import Trace
+
+__all__ = ["RiseStats", "GamingResult", "gaming_probe", "GamingProbe"]
+
+
+@dataclass
+class RiseStats:
+    """How one perturbation moved one aggregate: ``n`` traces compared (both scores defined),
+    ``rose`` of them by more than ``eps``, and the mean change (perturbed minus original)."""
+
+    n: int
+    rose: int
+    frac_rose: float | None
+    mean_delta: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n": self.n, "rose": self.rose, "frac_rose": self.frac_rose,
+                "mean_delta": self.mean_delta}
+
+
+@dataclass
+class GamingResult:
+    """The result of :func:`gaming_probe`: ``perturbations[name][aggregate]`` is a :class:`RiseStats`;
+    ``skipped[name]`` counts traces the perturbation could not be applied to; ``failed_by`` names the
+    perturbations that broke the criterion."""
+
+    aggregates: list[str]
+    perturbations: dict[str, dict[str, RiseStats]]
+    skipped: dict[str, int]
+    failed: bool | None
+    criterion: str
+    failed_by: list[str] = field(default_factory=list)
+    max_frac: float = 0.1
+    eps: float = 1e-6
+    seed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"aggregates": list(self.aggregates),
+                "perturbations": {p: {a: s.to_dict() for a, s in by_agg.items()}
+                                  for p, by_agg in self.perturbations.items()},
+                "failed": self.failed, "measured": self.failed is not None, "criterion": self.criterion,
+                "skipped": dict(self.skipped), "failed_by": list(self.failed_by),
+                "max_frac": self.max_frac, "eps": self.eps, "seed": self.seed}
+
+
+def gaming_probe(scorer: StepScorer, traces: Iterable[Trace], *,
+                 aggregates: Sequence[str] = ("min", "last", "mean"),
+                 perturbations: Sequence[str] | None = None, seed: int = 0, eps: float = 1e-6,
+                 batch_size: int = 32, max_frac: float = 0.1) -> GamingResult:
+    """Score ``traces`` and perturbed copies of them with ``scorer``; count, per perturbation and
+    aggregate, the traces whose score rose by more than ``eps``.
+
+    ``perturbations``: names in :data:`PERTURBATIONS` (default: all). Each trace's perturbation draws
+    from its own generator seeded by ``(seed, perturbation, trace id)``, so what a trace gets does
+    not depend on the order or number of other traces. The originals are scored afresh, never read
+    from stored scores, so both sides come from the same scorer call path.
+
+    ``failed``: some perturbation raised the score of more than ``max_frac`` (10%) of the compared
+    traces under the main aggregate, the first of ``aggregates``.
+
+    Why several aggregates: with a causal (decoder) PRM a step's score depends only on what comes
+    before it, so a step added at the end leaves every old score unchanged and can never raise the
+    ``min`` (only lower it); :func:`append_filler` puts its filler before the answer step, so there
+    only that one step's score can move. ``last`` and ``mean`` are what a filler can game. An encoder
+    (bidirectional) PRM sees the whole trace, so old scores can change under any aggregate.
+
+    >>> from prmkit.search import ScriptedScorer
+    >>> from prmkit.eval.probes import FILLER
+    >>> from prmkit.trace import Problem, Step
+    >>> t = Trace(id="t", problem=Problem("q"), steps=[Step("x = 1."), Step("The answer is 1.")])
+    >>> s = ScriptedScorer({"x = 1.": 0.5, "The answer is 1.": 0.5, FILLER: 0.75})
+    >>> r = gaming_probe(s, [t], perturbations=["append_filler"])
+    >>> r.perturbations["append_filler"]["min"].rose, r.perturbations["append_filler"]["mean"].rose
+    (0, 1)
+    """
+    traces = list(traces)
+    if not aggregates:
+        raise PrmkitError("gaming_probe needs at least one aggregate (e.g. 'min')")
+    if batch_size < 1:
+        raise PrmkitError(f"batch_size must be >= 1, got {batch_size}")
+    names = list(PERTURBATIONS) if perturbations is None else list(perturbations)
+    fns = {name: PERTURBATIONS.load(name) for name in names}
+    aggs = {a: get_aggregator(a) for a in aggregates}
+    base = _score_all(scorer, traces, batch_size)
+    results: dict[str, dict[str, RiseStats]] = {}
+    skipped: dict[str, int] = {}
+    for name, fn in fns.items():
+        pairs: list[tuple[int, Trace]] = []
+        for i, t in enumerate(traces):
+            p = fn(t, random.Random(f"gaming:{seed}:{name}:{t.id}"))
+            if p is not None:
+                pairs.append((i, p))
+        skipped[name] = len(traces) - len(pairs)
+        perturbed = _score_all(scorer, [p for _, p in pairs], batch_size)
+        results[name] = {}
+        for a, agg in aggs.items():
+            deltas = []
+            for (i, _), after in zip(pairs, perturbed, strict=True):
+                old, new = agg(base[i]), agg(after)
+                if old is not None and new is not None:
+                    deltas.append(new - old)
+            rose = sum(d > eps for d in deltas)
+            results[name][a] = RiseStats(n=len(deltas), rose=rose,
+                                         frac_rose=rose / len(deltas) if deltas else None,
+                                         mean_delta=_mean(deltas))
+    main = aggregates[0]
+    failed_by = [name for name, by in results.items()
+                 if by[main].frac_rose is not None and by[main].frac_rose > max_frac]
+    criterion = (f"fails when a perturbation that adds no information ({', '.join(names) or 'none'}) "
+                 f"raises the '{main}' score of more than {max_frac:.0%} of traces "
+                 f"(by more than {eps:g})")
+    if failed_by:
+        worst = ", ".join(f"{n} {results[n][main].frac_rose:.0%}" for n in failed_by)
+        criterion += f"; failed: {worst}"
+    failed: bool | None = bool(failed_by)
+    if not failed_by and not any(by[main].n for by in results.values()):
+        failed = None
+        criterion = "cannot measure: no trace could be compared; " + criterion
+    return GamingResult(list(aggregates), results, skipped, failed, criterion, failed_by,
+                        max_frac=max_frac, eps=eps, seed=seed)
+
+
+class GamingProbe:
+    """:func:`gaming_probe` with ``ctx.scorer`` on the first ``ctx.gaming_traces`` traces of at least
+    two steps (default aggregates, perturbations and batch size; ``ctx.seed``)."""
+
+    name = "gaming"
+    reads_scores = False  # the originals are scored afresh, beside their perturbed copies
+    title = "verifier gaming: do edits that add nothing raise the score?"
+
+    def run(self, ctx: ProbeContext) -> dict[str, Any]:
+        if ctx.scorer is None:
+            raise ProbeNotApplicable("the gaming probe scores perturbed traces: it needs a scorer")
+        # At least two steps: a one-step trace is only its answer, which most edits leave alone
+        # (reorder skips it; duplicate would repeat the answer). The demo's rule, pinned by its golden
+        # report.
+        chosen = [t for t in ctx.traces if len(t.steps) >= 2]
+        if ctx.gaming_traces is not None:
+            chosen = chosen[:ctx.gaming_traces]
+        return gaming_probe(ctx.scorer, chosen, seed=ctx.seed).to_dict()
+
+    def headline(self, result: Mapping[str, Any]) -> str:
+        aggs = result.get("aggregates") or []
+        main = aggs[0] if aggs else None
+        rose = [(v.get(main) or {}).get("frac_rose") for v in (result.get("perturbations") or {}).values()
+                if isinstance(v, Mapping)]
+        rose = [r for r in rose if isinstance(r, (int, float)) and not isinstance(r, bool)
+                and math.isfinite(r)]
+        return f"max {ReportDoc.pct(max(rose))} of traces rose under {main}" if rose else ""
+
+    def details(self, doc: ReportDoc, result: Mapping[str, Any], figures: set[str]) -> Iterable[str]:
+        perts = {k: v for k, v in (result.get("perturbations") or {}).items() if isinstance(v, Mapping)}
+        aggs = list(result.get("aggregates") or [])
+        for v in perts.values():
+            aggs += [a for a in v if a not in aggs]
+        rows = []
+        for pert, v in perts.items():
+            cells = []
+            for a in aggs:
+                c = v.get(a) or {}
+                cells.append(f"{doc.pct(c.get('frac_rose'))} ({doc.count(c.get('rose'))}/"
+                             f"{doc.count(c.get('n'))}), mean Δ {doc.num(c.get('mean_delta'))}" if c else "—")
+            rows.append([pert, *cells])
+        doc.table(["Perturbation", *[f"rose under {a}" for a in aggs]], rows)
+        if "gaming" in figures:
+            doc.figure("gaming", "Traces whose score rose under each perturbation, per aggregate")
+        return ["aggregates", "perturbations"]
+
+    def figures(self, result: Mapping[str, Any]) -> dict[str, bytes | None]:
+        from prmkit.eval._plots import plot_gaming
+
+        return {"gaming": plot_gaming(result)}
