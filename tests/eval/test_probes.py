@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import types
 
 import pytest
 
@@ -123,6 +124,32 @@ def test_registry_names_every_perturbation():
     assert PERTURBATIONS.load("reorder_steps") is reorder_steps
     with pytest.raises(PrmkitError, match="unknown perturbation 'shuffle'"):
         gaming_probe(ScriptedScorer({}), [sample()], perturbations=["shuffle"])
+
+
+def test_a_perturbation_plugin_joins_the_registry_and_the_gaming_probe(monkeypatch, tmp_path):
+    # An entry point of the group prmkit.perturbations (faked in this process, as tests/test_plugins.py
+    # does) names a real module on sys.path.
+    import prmkit._registry as registry_module
+    from prmkit._registry import ENTRY_POINT_GROUPS
+
+    (tmp_path / "loud_plugin.py").write_text(
+        "from prmkit.eval.probes import append_filler\n\n"
+        "def loud(trace, rng=None):\n    return append_filler(trace, rng, text='LOUD')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ep = types.SimpleNamespace(name="loud", value="loud_plugin:loud", group="prmkit.perturbations",
+                               dist=types.SimpleNamespace(name="loud-plugin"))
+    monkeypatch.setattr(registry_module, "_entry_points", lambda group: (ep,) if group == ep.group else ())
+    for field, value in (("_scanned", False), ("_entries", dict(PERTURBATIONS._entries)),
+                         ("_plugins", dict(PERTURBATIONS._plugins))):
+        monkeypatch.setattr(PERTURBATIONS, field, value)
+    assert PERTURBATIONS.group == "prmkit.perturbations" and "prmkit.perturbations" in ENTRY_POINT_GROUPS
+    assert list(PERTURBATIONS)[-1] == "loud" and PERTURBATIONS.plugin("loud").distribution == "loud-plugin"
+    t = sample()
+    # LOUD goes before the answer line and scores 0.75: the mean rises from (0.75 + 0.5 + 0.25) / 3 =
+    # 0.5 to (0.75 + 0.5 + 0.75 + 0.25) / 4 = 0.5625; the min (0.25) does not move.
+    scorer = ScriptedScorer({s.text: s.scores["prm"] for s in t.steps} | {"LOUD": 0.75})
+    r = gaming_probe(scorer, [t], perturbations=["loud"])
+    assert (r.perturbations["loud"]["mean"].rose, r.perturbations["loud"]["min"].rose) == (1, 0)
 
 
 # -- verifier gaming -----------------------------------------------------------------------------------
