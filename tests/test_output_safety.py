@@ -31,13 +31,20 @@ def _leftovers(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.name.startswith("."))
 
 
-def test_convert_of_a_file_named_like_the_old_temporary_file_keeps_it(tmp_path, capsys):
+@pytest.mark.parametrize("src_name, argv", [
+    ("x.partial.jsonl", ["data", "convert", "{src}", "{dst}"]),
+    ("x.partial.jsonl", ["score", "{src}", "{dst}", "--scorer", "scripted", "-s", "scores={{}}", "-s", "default=0.5"]),
+    ("x.partial.jsonl", ["label", "{src}", "{dst}", "--method", "mc", "--policy", "scripted",
+                         "-p", 'completions=["The answer is 1."]', "-k", "1", "--workers", "0"]),
+    ("x.jsonl.partial", ["monitor", "{src}", "{dst}", "--monitor", "rule"])])
+def test_an_input_named_like_an_old_temporary_file_is_kept(tmp_path, capsys, src_name, argv):
     """``prmkit data convert x.partial.jsonl x.jsonl`` (rescuing what a killed run left) used to write
-    over its own input: the temporary file had exactly that name."""
-    src, dst = tmp_path / "x.partial.jsonl", tmp_path / "x.jsonl"
+    over its own input: the temporary file had exactly that name (``label`` the same, exit 0; ``score``
+    deleted IN; ``monitor`` moved ``OUT.partial`` into OUT)."""
+    src, dst = tmp_path / src_name, tmp_path / "x.jsonl"
     write_traces(_traces(5), src)
     before = src.read_bytes()
-    code, _, err = run(["data", "convert", src, dst], capsys)
+    code, _, err = run([a.format(src=src, dst=dst) for a in argv], capsys)
     assert code == 0, err
     assert src.read_bytes() == before
     assert [t.id for t in read_traces(dst)] == [f"t{i}" for i in range(5)]
