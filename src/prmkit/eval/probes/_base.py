@@ -21,7 +21,8 @@ from prmkit.eval._doc import ReportDoc
 from prmkit.scoring import StepScorer, score_traces
 from prmkit.trace import Trace
 
-__all__ = ["Probe", "ProbeContext", "ProbeNotApplicable", "PROBES", "register_probe", "run_probes", "probes_read_scores"]
+__all__ = ["Probe", "ProbeContext", "ProbeNotApplicable", "PROBES", "register_probe", "run_probes",
+           "probes_read_scores"]
 
 
 class ProbeNotApplicable(PrmkitError):

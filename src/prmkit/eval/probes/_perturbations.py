@@ -13,7 +13,8 @@ from prmkit._registry import Registry
 from prmkit.trace import Step, Trace
 from prmkit.traces import states_answer
 
-__all__ = ["FILLER", "PERTURBATIONS", "register_perturbation", "append_filler", "restate_problem", "duplicate_steps", "reorder_steps"]
+__all__ = ["FILLER", "PERTURBATIONS", "register_perturbation", "append_filler", "restate_problem",
+           "duplicate_steps", "reorder_steps"]
 
 
 #: The default filler step of :func:`append_filler`: a claim, with no content, that the work is right.
@@ -88,7 +89,8 @@ def duplicate_steps(trace: Trace, rng: random.Random | None = None) -> Trace | N
     would be a different edit. None for a trace without steps.
 
     One step rather than every step: a single repetition is what a policy does by accident, and
-    doubling every step would mostly measure length bias, which :func:`~prmkit.eval.length_bias_probe` measures.
+    doubling every step would mostly measure length bias, which
+    :func:`~prmkit.eval.length_bias_probe` measures.
 
     >>> from prmkit.trace import Problem
     >>> t = Trace(id="t", problem=Problem("q"), steps=[Step("a"), Step("b"), Step("The answer is 1.")])
@@ -140,6 +142,7 @@ PERTURBATIONS = Registry("perturbation", {
 
 
 def register_perturbation(name: str, target: str) -> None:
-    """Add (or replace) a perturbation for :func:`~prmkit.eval.gaming_probe`: ``target`` is ``"module:attr"`` of a
-    function ``(trace, rng) -> Trace | None`` that returns a new trace without scores."""
+    """Add (or replace) a perturbation for :func:`~prmkit.eval.gaming_probe`: ``target`` is
+    ``"module:attr"`` of a function ``(trace, rng) -> Trace | None`` that returns a new trace without
+    scores. Another distribution adds one through the entry-point group ``prmkit.perturbations``."""
     PERTURBATIONS.register(name, target)
