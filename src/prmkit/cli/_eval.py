@@ -14,16 +14,18 @@ import typer
 from rich.console import Console
 
 from prmkit.cli._help import check_probes, probe_help
-from prmkit.cli._options import OverwriteOpt
-from prmkit.cli._paths import input_files, input_folders, output_file, output_folder
-from prmkit.cli._score import (
+from prmkit.cli._options import (
     AggregateOpt,
     AllowPickleOpt,
     ModelOpt,
+    MonitorArgOpt,
+    MonitorOpt,
+    OverwriteOpt,
     ScorerArgOpt,
     ScorerOpt,
-    load_scorer_opts,
 )
+from prmkit.cli._paths import input_files, input_folders, output_file, output_folder
+from prmkit.cli._score import load_scorer_opts
 
 if TYPE_CHECKING:
     from prmkit.scoring import StepScorer
@@ -266,10 +268,8 @@ def monitor_eval(
     inp: Annotated[Path, typer.Argument(metavar="TRACES", help="Agent trajectories (prmkit agent run "
                                                                "output, or any traces with the env's labels).",
                                         callback=input_files)],
-    monitor_spec: Annotated[list[str] | None, typer.Option(
-        "--monitor", "-m", help="A monitor: rule, rule:RULES.yaml, prm:MODEL_DIR, judge. Repeatable.")] = None,
-    monitor_arg: Annotated[list[str] | None, typer.Option(
-        "--monitor-arg", help="MONITOR.KEY=VALUE, e.g. prm.threshold=0.3. Repeatable.")] = None,
+    monitor_spec: MonitorOpt = None,
+    monitor_arg: MonitorArgOpt = None,
     control: Annotated[Path | None, typer.Option(
         help="Control arm (the same tasks and agents run with --loophole off): adds the intervention "
              "archetype.", callback=input_files)] = None,

@@ -9,8 +9,18 @@ import typer
 from rich.console import Console
 
 from prmkit.cli._data import parse_options
-from prmkit.cli._help import policy_help
-from prmkit.cli._options import DistractorsOpt, EnvSeedOpt, MaxOperandOpt, OpsOpt, StepsOpt
+from prmkit.cli._options import (
+    DistractorsOpt,
+    EnvOpt,
+    EnvSeedOpt,
+    MaxOperandOpt,
+    OpsOpt,
+    PolicyOpt,
+    ProblemsOpt,
+    ShotsOpt,
+    StartOpt,
+    StepsOpt,
+)
 from prmkit.cli._paths import input_files
 
 console = Console()
@@ -18,26 +28,25 @@ console = Console()
 
 def generate(
     out: Annotated[Path, typer.Option("--out", "-o", help="Output JSONL of traces (appended; resumable).")],
-    env: Annotated[str | None, typer.Option(help="Built-in environment: arith.")] = None,
+    env: EnvOpt = None,
     data: Annotated[Path | None, typer.Option(
         help="A dataset file of problems with reference answers (GSM8K, MATH-500, ...).",
         callback=input_files)] = None,
     data_format: Annotated[str | None, typer.Option(
         "--data-format", help="Format of --data (detected when omitted).")] = None,
-    policy: Annotated[str | None, typer.Option(help=policy_help("Backend"))] = None,
+    policy: PolicyOpt = None,
     policy_arg: Annotated[list[str] | None, typer.Option(
         "--policy-arg", "-p", help="Backend argument KEY=VALUE, e.g. -p model=HuggingFaceTB/SmolLM2-1.7B-Instruct "
         "or -p base_url=http://127.0.0.1:8000/v1 -p model=qwen. Repeatable.")] = None,
     n: Annotated[int, typer.Option("-n", help="Samples per problem.")] = 8,
-    problems: Annotated[int, typer.Option(min=1, help="How many problems.")] = 50,
-    start: Annotated[int, typer.Option(min=0, help="Index of the first problem.")] = 0,
+    problems: ProblemsOpt = 50,
+    start: StartOpt = 0,
     steps: StepsOpt = "3",
     ops: OpsOpt = "+-*",
     max_operand: MaxOperandOpt = 20,
     distractors: DistractorsOpt = 0,
     env_seed: EnvSeedOpt = 0,
-    shots: Annotated[int | None, typer.Option(
-        help="Worked examples in the prompt (default: 0 for the tuned default policy, else 2).")] = None,
+    shots: ShotsOpt = None,
     temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.7,
     top_p: Annotated[float, typer.Option(help="Nucleus sampling mass.")] = 1.0,
     max_new_tokens: Annotated[int, typer.Option(help="Longest completion, in tokens.")] = 128,

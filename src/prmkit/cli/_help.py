@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["names", "policy_help", "probe_help", "check_aggregator", "check_probes"]
+__all__ = ["names", "policy_help", "probe_help", "monitor_help", "organism_help", "check_aggregator",
+           "check_probes"]
 
 
 def names(registry: Iterable[str]) -> str:
@@ -28,6 +29,22 @@ def probe_help() -> str:
     from prmkit.eval import PROBES
 
     return f"Run only this probe (repeatable): {names(PROBES)}. Default: every one the inputs allow."
+
+
+def monitor_help(what: str = "A monitor") -> str:
+    """The help of a monitor option (``--monitor``, ``--guard``): the registered monitors (plugins
+    included) and how one takes its argument."""
+    from prmkit.monitor import MONITORS
+
+    return (f"{what}: {names(MONITORS)} (NAME:ARG gives its argument: rule:RULES.yaml, prm:MODEL_DIR, "
+            "judge:BACKEND).")
+
+
+def organism_help() -> str:
+    """The help of ``prmkit agent run --organism``: the registered organisms (plugins included)."""
+    from prmkit.envs import ORGANISMS
+
+    return f"A model organism: {names(ORGANISMS)}, or all (the built-in ones). Repeatable."
 
 
 def check_aggregator(value: str) -> str:

@@ -16,9 +16,8 @@ from rich.console import Console
 
 from prmkit.cli._data import parse_options, print_skipped
 from prmkit.cli._help import names, policy_help
-from prmkit.cli._options import OverwriteOpt, given_options
+from prmkit.cli._options import InFormatOpt, OverwriteOpt, PolicyArgOpt, SkipInvalidOpt, given_options
 from prmkit.cli._paths import input_files, output_file
-from prmkit.data import FORMATS
 from prmkit.labelers import LABELERS
 
 console = Console()
@@ -40,8 +39,7 @@ def label(
     method: Annotated[str, typer.Option(
         "--method", "-m", help=f"Labeler: {names(LABELERS)}.")] = "mc",
     policy: Annotated[str | None, typer.Option(help=policy_help("Rollout policy"))] = None,
-    policy_arg: Annotated[list[str] | None, typer.Option(
-        "--policy-arg", "-p", help="Policy argument KEY=VALUE (repeatable).")] = None,
+    policy_arg: PolicyArgOpt = None,
     judge_policy: Annotated[str | None, typer.Option(
         help="The judge's backend, for labelers with a judge (default: --policy).")] = None,
     judge_arg: Annotated[list[str] | None, typer.Option(
@@ -73,11 +71,8 @@ def label(
     option: Annotated[list[str] | None, typer.Option(
         "--option", "-o", help="Any other labeler argument KEY=VALUE, e.g. -o sources=mc_soft.")
     ] = None,
-    from_format: Annotated[str | None, typer.Option(
-        "--from", help=f"Format of IN (detected when omitted): {names(FORMATS)}.")] = None,
-    skip_invalid: Annotated[bool, typer.Option(
-        "--skip-invalid", help="Skip malformed input records instead of failing (each listed with "
-        "its place, id and reason; past 20, counted and written to OUT.skipped.jsonl).")] = False,
+    from_format: InFormatOpt = None,
+    skip_invalid: SkipInvalidOpt = False,
     window: Annotated[int, typer.Option(help="Traces in progress at once.")] = 64,
     report_json: Annotated[Path | None, typer.Option(
         "--report", help="Also write the run report as JSON here.")] = None,

@@ -9,21 +9,17 @@ import typer
 from rich.console import Console
 
 from prmkit.cli._data import parse_options
-from prmkit.cli._options import OverwriteOpt
+from prmkit.cli._help import monitor_help, names, organism_help
+from prmkit.cli._options import MonitorArgOpt, MonitorOpt, OverwriteOpt
 from prmkit.cli._paths import input_files, output_file
+from prmkit.envs import SPEC_ORGANISMS
+from prmkit.policies import POLICIES
 
-__all__ = ["agent_app", "monitor", "MonitorOpt", "MonitorArgOpt"]
+__all__ = ["agent_app", "monitor"]
 
 console = Console()
 agent_app = typer.Typer(help="The agent environment: run organisms or a chat model, export transcripts.",
                         no_args_is_help=True)
-
-MonitorOpt = Annotated[list[str] | None, typer.Option(
-    "--monitor", "-m", help="A monitor: rule, rule:RULES.yaml, prm:MODEL_DIR, judge. Repeatable.")]
-MonitorArgOpt = Annotated[list[str] | None, typer.Option(
-    "--monitor-arg", help="A monitor setting MONITOR.KEY=VALUE, e.g. prm.threshold=0.3, "
-    "judge.policy=openai_compat, judge.base_url=http://127.0.0.1:8000/v1. Repeatable.")]
-
 
 def _say(lines: list[str]) -> None:
     for line in lines:
@@ -33,11 +29,9 @@ def _say(lines: list[str]) -> None:
 @agent_app.command("run")
 def run(
     out: Annotated[Path, typer.Option("--out", "-o", help="Output JSONL of labelled trajectories.")],
-    organism: Annotated[list[str] | None, typer.Option(
-        "--organism", help="A model organism: honest, sloppy, recovering, exploit_say, "
-        "exploit_obfuscated, or all. Repeatable.")] = None,
-    policy: Annotated[str | None, typer.Option(help="Also run a chat backend as the agent "
-                                                    "(openai_compat, scripted, hf, ...).")] = None,
+    organism: Annotated[list[str] | None, typer.Option("--organism", help=organism_help())] = None,
+    policy: Annotated[str | None, typer.Option(
+        help=f"Also run a chat backend as the agent ({names(POLICIES)}).")] = None,
     policy_arg: Annotated[list[str] | None, typer.Option(
         "--policy-arg", "-p", help="Backend argument KEY=VALUE (base_url=..., model=...). Repeatable.")] = None,
     tasks: Annotated[int, typer.Option(min=1, help="How many tasks.")] = 20,
@@ -48,8 +42,8 @@ def run(
     env_seed: Annotated[int, typer.Option(help="Which task set.")] = 0,
     seed: Annotated[int, typer.Option(help="Organism and sampling seed.")] = 0,
     guard: Annotated[str | None, typer.Option(
-        help="Deployment monitor run before each submit (rule, prm:MODEL_DIR, judge); a flag stops "
-             "the episode.")] = None,
+        help=monitor_help("A deployment monitor run before each submit (a flag stops the episode)"))
+    ] = None,
     monitor_arg: MonitorArgOpt = None,
     overwrite: OverwriteOpt = False,
 ) -> None:
@@ -73,7 +67,7 @@ def run(
 def spec(
     out: Annotated[Path, typer.Option("--out", "-o", help="Output JSONL of labelled trajectories.")],
     organism: Annotated[list[str] | None, typer.Option(
-        "--organism", help="reasoned, surface, wrong_rule, inconsistent, or all (default). Repeatable.")] = None,
+        "--organism", help=f"{', '.join(SPEC_ORGANISMS)}, or all (default). Repeatable.")] = None,
     requests: Annotated[int, typer.Option(min=1, help="How many requests.")] = 40,
     start: Annotated[int, typer.Option(min=0, help="Index of the first request.")] = 0,
     seed: Annotated[int, typer.Option(help="Which request set.")] = 0,

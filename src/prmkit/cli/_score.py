@@ -17,38 +17,38 @@ import typer
 from rich.console import Console
 
 from prmkit.cli._data import parse_options, print_skipped
-from prmkit.cli._help import check_aggregator, names, policy_help
-from prmkit.cli._options import EnvSeedOpt, MaxOperandOpt, OpsOpt, OverwriteOpt, StepsOpt, given_options
-from prmkit.cli._paths import input_files, model_folders, output_file
-from prmkit.data import FORMATS
-from prmkit.scoring import AGGREGATORS, SCORERS
+from prmkit.cli._help import check_aggregator, names
+from prmkit.cli._options import (
+    AggregateOpt,
+    AllowPickleOpt,
+    EnvOpt,
+    EnvSeedOpt,
+    InFormatOpt,
+    MaxOperandOpt,
+    ModelOpt,
+    OpsOpt,
+    OverwriteOpt,
+    PolicyArgOpt,
+    PolicyOpt,
+    ProblemsOpt,
+    ScorerArgOpt,
+    ScorerOpt,
+    ShotsOpt,
+    SkipInvalidOpt,
+    StartOpt,
+    StepsOpt,
+    given_options,
+)
+from prmkit.cli._paths import input_files, output_file
+from prmkit.scoring import AGGREGATORS
 from prmkit.search import SEARCHES, SELECTORS
 
 if TYPE_CHECKING:
     from prmkit.scoring import StepScorer
 
-__all__ = ["score", "select", "search", "load_scorer_opts", "AllowPickleOpt"]
+__all__ = ["score", "select", "search", "load_scorer_opts"]
 
 console = Console()
-
-ModelOpt = Annotated[Path | None, typer.Option(
-    "--model", help="PRM / ORM checkpoint folder (prmkit train output, or a published PRM).",
-    callback=model_folders)]
-ScorerOpt = Annotated[str, typer.Option(
-    "--scorer", help=f"Scorer backend: {names(SCORERS)} (model: the --model folder).")]
-ScorerArgOpt = Annotated[list[str] | None, typer.Option(
-    "--scorer-arg", "-s", help="Scorer argument KEY=VALUE, e.g. -s convention=qwen2.5-math-prm, "
-    "-s max_length=4096 (read long traces in one pass, up to the model's positions) or -s cache=false. "
-    "Repeatable.")]
-AllowPickleOpt = Annotated[bool, typer.Option(
-    "--allow-pickle", help="Load a --model folder whose weights are pickle files only "
-    "(pytorch_model.bin, *.pt): unpickling can run code, so only for a checkpoint you trust.")]
-AggregateOpt = Annotated[str, typer.Option(
-    help=f"Step scores -> trace score: {names(AGGREGATORS)}; arguments after a colon (NAME:T).",
-    callback=check_aggregator)]
-FromOpt = Annotated[str | None, typer.Option(
-    "--from", help=f"Format of IN (detected when omitted): {names(FORMATS)}.")]
-
 
 def load_scorer_opts(model: Path | None, scorer: str, scorer_arg: list[str] | None, batch_size: int,
                      allow_pickle: bool = False) -> StepScorer:
@@ -78,10 +78,8 @@ def score(
         help="Name the scores are stored under (default: prm or orm).")] = None,
     chunk: Annotated[int, typer.Option(help="Traces per scorer call (problems' N samples together "
                                             "share their prompt).")] = 256,
-    from_format: FromOpt = None,
-    skip_invalid: Annotated[bool, typer.Option(
-        "--skip-invalid", help="Skip malformed input records instead of failing (each listed with "
-        "its place, id and reason; past 20, counted and written to OUT.skipped.jsonl).")] = False,
+    from_format: InFormatOpt = None,
+    skip_invalid: SkipInvalidOpt = False,
     allow_pickle: AllowPickleOpt = False,
     overwrite: OverwriteOpt = False,
 ) -> None:
@@ -116,7 +114,7 @@ def select(
         help="Which stored scores to use (default: the only scorer found).")] = None,
     out: Annotated[Path | None, typer.Option(
         "--out", "-o", help="Write the chosen trace of every problem here (prmkit JSONL).")] = None,
-    from_format: FromOpt = None,
+    from_format: InFormatOpt = None,
     overwrite: OverwriteOpt = False,
 ) -> None:
     """Choose one trace per problem and print the accuracy of the choices.
@@ -148,19 +146,18 @@ def search(
     model: ModelOpt = None,
     scorer: ScorerOpt = "model",
     scorer_arg: ScorerArgOpt = None,
-    env: Annotated[str | None, typer.Option(help="Built-in environment: arith.")] = None,
+    env: EnvOpt = None,
     data: Annotated[Path | None, typer.Option(help="A dataset file of problems with reference answers.",
                                               callback=input_files)] = None,
     data_format: Annotated[str | None, typer.Option("--data-format", help="Format of --data.")] = None,
-    problems: Annotated[int, typer.Option(min=1, help="How many problems.")] = 20,
-    start: Annotated[int, typer.Option(min=0, help="Index of the first problem.")] = 0,
+    problems: ProblemsOpt = 20,
+    start: StartOpt = 0,
     steps: StepsOpt = "3",
     ops: OpsOpt = "+-*",
     max_operand: MaxOperandOpt = 20,
     env_seed: EnvSeedOpt = 0,
-    policy: Annotated[str | None, typer.Option(help=policy_help("Backend"))] = None,
-    policy_arg: Annotated[list[str] | None, typer.Option(
-        "--policy-arg", "-p", help="Policy argument KEY=VALUE (repeatable).")] = None,
+    policy: PolicyOpt = None,
+    policy_arg: PolicyArgOpt = None,
     beam_width: Annotated[int, typer.Option(help="beam: paths kept per round.")] = 4,
     expansions: Annotated[int, typer.Option(help="beam: next steps sampled per kept path.")] = 4,
     n: Annotated[int, typer.Option("-n", "--n", help="dvts: steps sampled per round (the budget).")] = 16,
@@ -176,8 +173,7 @@ def search(
     temperature: Annotated[float, typer.Option(help="Sampling temperature of the expansions.")] = 0.7,
     top_p: Annotated[float, typer.Option(help="Nucleus sampling mass.")] = 1.0,
     seed: Annotated[int, typer.Option(help="Sampling seed (per problem and path).")] = 0,
-    shots: Annotated[int | None, typer.Option(
-        help="Worked examples in the prompt (default: 0 for the tuned default policy, else 2).")] = None,
+    shots: ShotsOpt = None,
     batch_size: Annotated[int, typer.Option(help="Scorer (and hf policy) sequences per batch.")] = 8,
     allow_pickle: AllowPickleOpt = False,
     overwrite: OverwriteOpt = False,

@@ -9,8 +9,10 @@ import typer
 
 from prmkit.cli._data import parse_options
 from prmkit.cli._help import check_aggregator, names
+from prmkit.cli._options import ScorerOpt
 from prmkit.cli._paths import model_folders
-from prmkit.scoring import AGGREGATORS, SCORERS
+from prmkit.models import SHIPPED_MODELS
+from prmkit.scoring import AGGREGATORS
 from prmkit.serve import ServeConfig
 
 __all__ = ["serve"]
@@ -18,10 +20,9 @@ __all__ = ["serve"]
 
 def serve(
     model: Annotated[Path | None, typer.Option(
-        "--model", help="PRM / ORM checkpoint folder or shipped model name (default, default-orm).",
+        "--model", help=f"PRM / ORM checkpoint folder or shipped model name ({names(SHIPPED_MODELS)}).",
         callback=model_folders)] = None,
-    scorer: Annotated[str, typer.Option(
-        "--scorer", help=f"Scorer backend: {names(SCORERS)} (model: the --model folder).")] = "model",
+    scorer: ScorerOpt = "model",
     scorer_arg: Annotated[list[str] | None, typer.Option(
         "--scorer-arg", "-s", help="Scorer argument KEY=VALUE (repeatable).")] = None,
     host: Annotated[str, typer.Option(help="Address to bind (anything but loopback needs a token).")
