@@ -18,17 +18,12 @@ from prmkit.cli._data import parse_options, print_skipped
 from prmkit.cli._help import names, policy_help
 from prmkit.cli._options import InFormatOpt, OverwriteOpt, PolicyArgOpt, SkipInvalidOpt, given_options
 from prmkit.cli._paths import input_files, output_file
-from prmkit.labelers import LABELERS
+from prmkit.labelers import LABEL_OPTIONS, LABELERS
 
 console = Console()
 
-#: The command's parameters that are labeling options (parameter -> its name in LABEL_OPTIONS).
-_LABEL_OPTIONS = {"policy": "policy", "policy_arg": "policy_args", "judge_policy": "judge_policy",
-                  "judge_arg": "judge_args", "k": "k", "max_rollouts": "max_rollouts",
-                  "after_error": "after_error", "retries": "retries", "max_new_tokens": "max_new_tokens",
-                  "judge_max_new_tokens": "judge_max_new_tokens", "temperature": "temperature",
-                  "judge_temperature": "judge_temperature", "top_p": "top_p", "seed": "seed",
-                  "shots": "shots", "workers": "workers", "ray_address": "ray_address"}
+#: The command's parameters that are labeling options (parameter -> the labelers' name for it).
+_LABEL_OPTIONS = {**{o: o for o in LABEL_OPTIONS}, "policy_arg": "policy_args", "judge_arg": "judge_args"}
 
 
 def label(
