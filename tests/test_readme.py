@@ -300,6 +300,7 @@ def _help_cases() -> tuple[list[Case], list[str]]:
         for line in (cmd.help or "").splitlines():
             if (m := _EXAMPLE.match(line)):
                 text = re.sub(r"\s{2,}\(.*\)$", "", m.group(1))  # "  (then open ...)": a remark
+                text = text.replace("\\[", "[")  # rich markup's escape: the help shows "["
                 cases.append(Case("help", f"{' '.join(path)} --help", text))
         for name, sub in getattr(cmd, "commands", {}).items():
             walk(sub, [*path, name])
