@@ -138,3 +138,10 @@ def test_monitor_reads_an_inspect_log(tmp_path, capsys):
     code, stdout, err = run(["monitor", log, out, "--monitor", "rule"], capsys)
     assert code == 0, err
     assert "rule: flagged 1/3 traces" in stdout + err and out.exists()
+
+
+def test_a_policy_named_like_a_module_attribute_is_an_unknown_backend(tmp_path, capsys):
+    """``--policy os:system`` was an AttributeError with "run with --debug"."""
+    code, _, err = run(["generate", "--env", "arith", "--policy", "os:system", "--problems", "1",
+                        "-o", tmp_path / "g.jsonl"], capsys)
+    assert code == 1 and "unknown policy backend 'os:system'" in err and "--debug" not in err, err
