@@ -79,8 +79,9 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-@pytest.mark.slow
-def test_killing_the_main_process_leaves_no_worker(tmp_path):
+def _label_until_a_worker_generates(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
+    """``prmkit label`` with one worker whose policy never answers, in a session of its own, returned
+    once the worker is inside ``generate`` (it wrote its pid to the marker file)."""
     (tmp_path / "slowpolicy.py").write_text(SLOW_POLICY)
     inp, marker = tmp_path / "in.jsonl", tmp_path / "worker.pid"
     steps = [{"text": "1+1=2"}, {"text": "2+1=3"}, {"text": "The answer is 3."}]  # two need rollouts
@@ -93,14 +94,22 @@ def test_killing_the_main_process_leaves_no_worker(tmp_path):
          "--policy", "slowpolicy:SlowPolicy", "-p", f"marker={marker}", "--workers", "1", "-k", "1",
          "--no-progress"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not marker.exists() or not marker.read_text():
+        if proc.poll() is not None:
+            pytest.fail(f"label ended before generating: {proc.stderr.read().decode()[-2000:]}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail("the worker never started generating")
+        time.sleep(0.1)
+    return proc, marker
+
+
+@pytest.mark.slow
+def test_killing_the_main_process_leaves_no_worker(tmp_path):
+    proc, marker = _label_until_a_worker_generates(tmp_path)
     kids: list[int] = []
     try:
-        deadline = time.monotonic() + 120
-        while not marker.exists() or not marker.read_text():
-            if proc.poll() is not None:
-                pytest.fail(f"label ended before generating: {proc.stderr.read().decode()[-2000:]}")
-            assert time.monotonic() < deadline, "the worker never started generating"
-            time.sleep(0.1)
         kids = _children(proc.pid)
         assert int(marker.read_text()) in kids  # the worker is the main process's child
 
@@ -124,26 +133,9 @@ def test_killing_the_main_process_leaves_no_worker(tmp_path):
 def test_ctrl_c_ends_label_and_its_workers_in_one_line(tmp_path):
     """Ctrl-C reaches the whole process group: ``prmkit label`` says "interrupted" and exits 130; its
     workers end without a traceback each (a 20-line KeyboardInterrupt from a worker before)."""
-    (tmp_path / "slowpolicy.py").write_text(SLOW_POLICY)
-    inp, marker = tmp_path / "in.jsonl", tmp_path / "worker.pid"
-    steps = [{"text": "1+1=2"}, {"text": "2+1=3"}, {"text": "The answer is 3."}]
-    inp.write_text(json.dumps({"id": "t1", "problem": {"text": "1+1+1?", "answer": "3"}, "steps": steps,
-                               "final_answer": "3"}) + "\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
-           "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "prmkit", "label", str(inp), str(tmp_path / "out.jsonl"),
-         "--policy", "slowpolicy:SlowPolicy", "-p", f"marker={marker}", "--workers", "1", "-k", "1",
-         "--no-progress"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    proc, marker = _label_until_a_worker_generates(tmp_path)
     kids: list[int] = []
     try:
-        deadline = time.monotonic() + 120
-        while not marker.exists() or not marker.read_text():
-            if proc.poll() is not None:
-                pytest.fail(f"label ended before generating: {proc.stderr.read().decode()[-2000:]}")
-            assert time.monotonic() < deadline, "the worker never started generating"
-            time.sleep(0.1)
         kids = _children(proc.pid)
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
         _, err = proc.communicate(timeout=60)
