@@ -145,3 +145,26 @@ def test_a_policy_named_like_a_module_attribute_is_an_unknown_backend(tmp_path, 
     code, _, err = run(["generate", "--env", "arith", "--policy", "os:system", "--problems", "1",
                         "-o", tmp_path / "g.jsonl"], capsys)
     assert code == 1 and "unknown policy backend 'os:system'" in err and "--debug" not in err, err
+
+
+@pytest.mark.parametrize("stop, code, line", [("ctrl-c", 130, "interrupted"), ("sigterm", 143, "terminated"),
+                                              (None, 1, "error: RuntimeError: A process in the process pool")])
+def test_an_error_raised_while_a_stop_unwinds_is_reported_as_the_stop(monkeypatch, capsys, stop, code, line):
+    """Ctrl-C reaches a label run's workers too; the pool they break can raise in the main process while
+    its KeyboardInterrupt unwinds, and that error took the interruption's place ("error:
+    BrokenProcessPool ... (run with --debug ...)", exit 1)."""
+    import prmkit.cli as cli
+
+    def app(**kwargs):
+        try:
+            if stop == "ctrl-c":
+                raise KeyboardInterrupt
+            if stop == "sigterm":
+                raise cli._Terminated(143)
+            raise ValueError("not a stop")
+        except BaseException:
+            raise RuntimeError("A process in the process pool was terminated abruptly") from None
+
+    monkeypatch.setattr(cli, "app", app)
+    got, _, err = run(["label"], capsys)
+    assert got == code and err.strip().splitlines()[-1].startswith(line), err

@@ -89,8 +89,6 @@ def version() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``prmkit`` console script (``argv`` defaults to ``sys.argv[1:]``)."""
-    from prmkit.errors import PrmkitError
-
     args = list(sys.argv[1:] if argv is None else argv)
     # --debug is taken from anywhere before "--", so it can be added to the end of a failed line.
     end = args.index("--") if "--" in args else len(args)
@@ -115,28 +113,55 @@ def main(argv: list[str] | None = None) -> None:
     except BrokenPipeError:  # `prmkit data inspect x | head`: the reader left; nothing to report
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(141)
-    except PrmkitError as e:
-        if debug:
-            traceback.print_exc()
-        _error(str(e))
-        sys.exit(1)
     except Exception as e:
-        click_error = _click_error(e)
-        if click_error is not None:
-            sys.exit(click_error)
-        if debug:
-            raise
-        if isinstance(e, OSError) and e.filename:  # a path the checks could not foresee: one line
-            _error(f"{e.filename}: {e.strerror or e}")
-        else:
-            text = " ".join(str(e).split()) or "(no message)"
-            _error(f"{type(e).__name__}: {text} (run with --debug for the traceback)")
-        sys.exit(1)
+        stopped = _stopped_by(e)
+        if stopped is None:
+            _fail(e, debug)
+        # Raised while a Ctrl-C or SIGTERM unwound the stack (a worker pool broken by the same Ctrl-C,
+        # a clean-up that failed): the user stopped the command, and that is what to say.
+        typer.secho("interrupted" if stopped == 130 else "terminated", fg="yellow", err=True)
+        sys.exit(stopped)
     finally:
         if previous is not None:  # in-process callers (tests, notebooks) get their handler back
             import signal
 
             signal.signal(signal.SIGTERM, previous)
+
+
+def _stopped_by(e: BaseException | None) -> int | None:
+    """130 (Ctrl-C) or 143 (SIGTERM) when ``e`` was raised while one of them unwound the stack (it is
+    in ``e``'s context chain), else None."""
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, _Terminated):
+            return 143
+        if isinstance(e, KeyboardInterrupt):
+            return 130
+        e = e.__context__
+    return None
+
+
+def _fail(e: Exception, debug: bool) -> None:
+    """Report an error the user did not cause by stopping the command: one line, exit 1 (or click's)."""
+    from prmkit.errors import PrmkitError
+
+    if isinstance(e, PrmkitError):
+        if debug:
+            traceback.print_exc()
+        _error(str(e))
+        sys.exit(1)
+    click_error = _click_error(e)
+    if click_error is not None:
+        sys.exit(click_error)
+    if debug:
+        raise e
+    if isinstance(e, OSError) and e.filename:  # a path the checks could not foresee: one line
+        _error(f"{e.filename}: {e.strerror or e}")
+    else:
+        text = " ".join(str(e).split()) or "(no message)"
+        _error(f"{type(e).__name__}: {text} (run with --debug for the traceback)")
+    sys.exit(1)
 
 
 def _watch_from_env() -> None:
