@@ -78,3 +78,18 @@ def pytest_collection_modifyitems(config, items):
     if missing:
         raise pytest.UsageError("tests use shared_data without @pytest.mark.realdata: "
                                 + ", ".join(missing))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _sigint_as_in_a_terminal():
+    """A test run started in the background by a shell without job control (``pytest ... &`` in a
+    script, as some CI runners do) starts with SIGINT ignored, and so does every process it starts:
+    Python then installs no KeyboardInterrupt handler, and the Ctrl-C tests would see no Ctrl-C. The
+    run gets Python's handler back, as in a terminal (its children inherit a handled signal as the
+    default, and install their own); in a terminal this changes nothing."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
