@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from cli_run import run
+from proc_checks import alive
 
 from prmkit import _durable
 from prmkit.errors import PrmkitError
@@ -265,17 +266,9 @@ def test_a_command_started_under_a_shell_ends_with_the_process_named_in_prmkit_e
         harness.kill()
         harness.wait()
         deadline = time.monotonic() + 10
-        while _alive(pid) and time.monotonic() < deadline:
+        while alive(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not _alive(pid), "the prmkit command outlived the harness by 10 s"
+        assert not alive(pid), "the prmkit command outlived the harness by 10 s"
     finally:
         if harness.poll() is None:
             harness.kill()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False

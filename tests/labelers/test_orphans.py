@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from proc_checks import alive
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and process tree")
 
@@ -64,21 +65,6 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _alive(pid: int) -> bool:
-    """Running (a zombie waiting for a reaper counts as gone: it holds nothing and runs nothing)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def _label_until_a_worker_generates(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     """``prmkit label`` with one worker whose policy never answers, in a session of its own, returned
     once the worker is inside ``generate`` (it wrote its pid to the marker file)."""
@@ -116,15 +102,15 @@ def test_killing_the_main_process_leaves_no_worker(tmp_path):
         os.kill(proc.pid, signal.SIGKILL)  # the main process alone
         proc.wait(timeout=10)
         deadline = time.monotonic() + 5
-        while any(_alive(k) for k in kids) and time.monotonic() < deadline:
+        while any(alive(k) for k in kids) and time.monotonic() < deadline:
             time.sleep(0.05)
-        survivors = [k for k in kids if _alive(k)]
+        survivors = [k for k in kids if alive(k)]
         assert not survivors, f"children outlived the main process by 5 s: {survivors}"
     finally:
         if proc.poll() is None:
             proc.kill()
         for pid in kids:  # only what this test started, and only while it runs
-            if _alive(pid):
+            if alive(pid):
                 os.kill(pid, signal.SIGKILL)
         proc.wait(timeout=10)
         proc.stderr.close()
@@ -143,14 +129,14 @@ def test_ctrl_c_ends_label_and_its_workers_in_one_line(tmp_path):
         assert proc.returncode == 130, err
         assert "Traceback" not in err and err.strip().splitlines()[-1] == "interrupted", err
         deadline = time.monotonic() + 5
-        while any(_alive(k) for k in kids) and time.monotonic() < deadline:
+        while any(alive(k) for k in kids) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not [k for k in kids if _alive(k)]
+        assert not [k for k in kids if alive(k)]
         assert not (tmp_path / "out.jsonl").exists()
     finally:
         if proc.poll() is None:
             proc.kill()
         for pid in kids:
-            if _alive(pid):
+            if alive(pid):
                 os.kill(pid, signal.SIGKILL)
         proc.wait(timeout=10)

@@ -14,24 +14,12 @@ import time
 from pathlib import Path
 
 import pytest
+from proc_checks import alive
 
 from prmkit.cli import main
 from prmkit.train._launch import worker
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and process tree")
-
-
-def _alive(pid: int) -> bool:
-    """Running (a zombie waiting for its reaper counts as gone: it holds nothing and runs nothing)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def _training_processes(pid: int) -> list[int]:
@@ -78,16 +66,16 @@ class TwoProcessRun:
 
     def survivors(self, within: float) -> list[int]:
         deadline = time.monotonic() + within
-        while any(_alive(p) for p in self.ranks) and time.monotonic() < deadline:
+        while any(alive(p) for p in self.ranks) and time.monotonic() < deadline:
             time.sleep(0.05)
-        return [p for p in self.ranks if _alive(p)]
+        return [p for p in self.ranks if alive(p)]
 
     def close(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(timeout=30)
         for pid in self.ranks:  # only what this test started, and only while it runs
-            if _alive(pid):
+            if alive(pid):
                 os.kill(pid, signal.SIGKILL)
 
 
