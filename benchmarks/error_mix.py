@@ -32,7 +32,7 @@ import _record  # benchmarks/_record.py: notes the load average now; record() at
 from prmkit.data import ERROR_TYPES, ImportReport, inject_errors, read
 from prmkit.envs import SymbolicChecker
 from prmkit.trace import Problem, Trace
-from prmkit.traces import states_answer
+from prmkit.trace_queries import states_answer
 
 SOURCE = "symbolic"
 OTHER = "other"

@@ -14,7 +14,7 @@ from prmkit.eval import BonMethod, bon_curves
 from prmkit.scoring import ScriptedScorer, score_file, score_traces, score_traces_or_skip, trace_score
 from prmkit.search import select, select_file
 from prmkit.trace import Problem, Step, StepLabel, Trace, read_traces, write_traces
-from prmkit.traces import partly_scored, write_scores
+from prmkit.trace_queries import partly_scored, write_scores
 
 NAN = float("nan")
 

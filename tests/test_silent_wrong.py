@@ -18,7 +18,7 @@ from prmkit.eval import processbench_files
 from prmkit.monitor import RuleMonitor, evaluate_monitors
 from prmkit.scoring import score_traces
 from prmkit.trace import Problem, Step, Trace, read_traces, write_traces
-from prmkit.traces import write_scores
+from prmkit.trace_queries import write_scores
 
 
 def _traces(path, n=4):

@@ -13,7 +13,7 @@ from prmkit.envs import ArithConfig, ArithEnv
 from prmkit.errors import PrmkitError
 from prmkit.eval import arith_derived_traces
 from prmkit.trace import Problem, Trace
-from prmkit.traces import is_correct
+from prmkit.trace_queries import is_correct
 
 R1 = {"question": "Tom has 4 bags of 6 apples. He eats 5. How many are left?",
       "answer": "He has 4*6=<<4*6=24>>24 apples.\nAfter eating 5 he has 24-5=<<24-5=19>>19 apples.\n#### 19"}

@@ -21,7 +21,7 @@ ORM), the trace-level score ``trace.meta["scores"][key]``.
 (:func:`prmkit.search.group_answers`); a subset of candidates uses the groups of its members, so
 answer equivalence (which can be slow) never runs inside the bootstrap. This equals grouping the
 subset itself whenever answer equivalence is transitive. Correctness comes from
-:func:`prmkit.traces.is_correct`; a problem none of whose candidates can be judged (no outcome, no
+:func:`prmkit.trace_queries.is_correct`; a problem none of whose candidates can be judged (no outcome, no
 reference answer) is left out and counted in ``unjudged_problems``; an unjudged candidate of a judged
 problem counts as wrong.
 
@@ -62,7 +62,7 @@ from prmkit.eval._stats import auroc, bootstrap_summary, nested_resamples
 from prmkit.scoring import check_finite, get_aggregator, trace_score
 from prmkit.search import group_answers, group_by_problem
 from prmkit.trace import Trace
-from prmkit.traces import is_correct, stored_scores
+from prmkit.trace_queries import is_correct, stored_scores
 
 __all__ = ["BonMethod", "BonCurves", "SELECTOR_KINDS", "default_methods", "bon_curves", "bon_choices",
            "within_problem_auroc"]

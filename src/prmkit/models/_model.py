@@ -31,7 +31,7 @@ from prmkit.models._persistence import RM_CONFIG, PersistenceMixin, _is_encoder,
 from prmkit.models._precision import PRECISIONS
 from prmkit.provenance import ScoreProvenance
 from prmkit.trace import Trace
-from prmkit.traces import write_scores
+from prmkit.trace_queries import write_scores
 
 __all__ = ["RewardModel", "Encoded", "RM_CONFIG", "LONG", "ERRORS", "SCORE_AUTO", "load_reward_model",
            "check_safe_weights", "PICKLE_WEIGHTS", "position_limit", "shipped_model_folder"]

@@ -1,7 +1,7 @@
 """Write a scorer's results into traces, and the ``prmkit score`` stage: file in, scored file out.
 
 - :func:`score_traces`: score traces in memory; step scores and one aggregated trace score stored
-  through :func:`prmkit.traces.write_scores`.
+  through :func:`prmkit.trace_queries.write_scores`.
 - :func:`score_traces_or_skip`: the same in chunks, where a trace the scorer rejects (too long for an
   ORM, say) is reported and left unscored instead of costing its whole chunk;
 - :func:`score_each`: per trace the scores or why the scorer refused it, in one call.
@@ -28,7 +28,7 @@ from prmkit.provenance import ScoreProvenance
 from prmkit.scoring._aggregate import Aggregator, check_finite, get_aggregator
 from prmkit.scoring._protocol import StepScorer
 from prmkit.trace import Trace, TraceWriter
-from prmkit.traces import partly_scored, stored_scores, write_scores
+from prmkit.trace_queries import partly_scored, stored_scores, write_scores
 
 __all__ = ["score_traces", "score_traces_or_skip", "score_each", "add_trace_scores", "score_file", "ScoreReport"]
 
@@ -46,7 +46,7 @@ def score_traces(scorer: StepScorer, traces: Sequence[Trace], key: str | None = 
     """Score ``traces`` and store the results on them, plus the aggregated trace score:
 
     - PRM: ``step.scores[key]`` for every scored step (steps cut by ``max_length`` get none, and the
-      trace is marked ``meta["scored_steps"][key]``, see :func:`~prmkit.traces.partly_scored`) and
+      trace is marked ``meta["scored_steps"][key]``, see :func:`~prmkit.trace_queries.partly_scored`) and
       ``trace.meta["scores"][f"{key}:{aggregate}"]`` (``"prm:min"``; absent when no step was scored);
     - ORM: ``trace.meta["scores"][key]``.
 

@@ -10,8 +10,8 @@
 
 Scorers by name (:data:`SCORERS`, ``model`` and ``scripted``) and :class:`ScriptedScorer` live in
 :mod:`prmkit.scoring` (re-exported here, as is :func:`trace_score`); queries about the record
-(:func:`~prmkit.traces.is_correct`, :func:`~prmkit.traces.stored_scores`, ...) in
-:mod:`prmkit.traces`.
+(:func:`~prmkit.trace_queries.is_correct`, :func:`~prmkit.trace_queries.stored_scores`, ...) in
+:mod:`prmkit.trace_queries`.
 
 A verifier is any :class:`~prmkit.scoring.StepScorer` (a ``RewardModel``, a
 ``PrefixCachingScorer``, a ``ScriptedScorer``); aggregators come from :mod:`prmkit.scoring`.

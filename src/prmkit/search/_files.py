@@ -27,7 +27,7 @@ from prmkit.scoring import StepScorer
 from prmkit.search._search import SEARCHES, SearchConfig, search
 from prmkit.search._select import SCORED_METHODS, SELECTORS, SelectionReport, select_problems
 from prmkit.trace import Problem, Trace, TraceWriter
-from prmkit.traces import is_correct, partly_scored, score_keys
+from prmkit.trace_queries import is_correct, partly_scored, score_keys
 
 __all__ = ["select_file", "SelectFileReport", "search_file", "SearchFileReport", "pick_score_key",
            "check_search_settings"]
@@ -50,7 +50,7 @@ def pick_score_key(traces: list[Trace], key: str | None) -> str:
 class SelectFileReport:
     """What :func:`select_file` did: the method's report, the reference methods' reports, the score
     key used, how many candidates that key scored only in part (``partial``, see
-    :func:`~prmkit.traces.partly_scored`) and how many chosen traces were written (``out`` None:
+    :func:`~prmkit.trace_queries.partly_scored`) and how many chosen traces were written (``out`` None:
     none)."""
 
     report: SelectionReport

@@ -26,7 +26,7 @@ from prmkit.provenance import GuidedProvenance, PolicyRef
 from prmkit.scoring import StepScorer, trace_score
 from prmkit.search._common import ComputeMeter, finish_trace, prefix_of
 from prmkit.trace import Problem, Trace
-from prmkit.traces import problem_key, write_scores
+from prmkit.trace_queries import problem_key, write_scores
 
 __all__ = ["Attempt", "GuidedResult", "reject", "rerank", "revise"]
 

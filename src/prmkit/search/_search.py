@@ -49,7 +49,7 @@ from prmkit.provenance import PolicyRef, SearchProvenance
 from prmkit.scoring import StepScorer, trace_score
 from prmkit.search._common import ComputeMeter, finish_trace, prefix_of, steps_to_trace
 from prmkit.trace import Problem, Trace
-from prmkit.traces import problem_key, states_answer, write_scores
+from prmkit.trace_queries import problem_key, states_answer, write_scores
 
 __all__ = ["SearchConfig", "SearchResult", "beam_search", "dvts", "search", "SEARCHES",
            "register_search"]

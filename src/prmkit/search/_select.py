@@ -44,7 +44,7 @@ from prmkit.data import answers_equal, normalize_answer
 from prmkit.errors import PrmkitError
 from prmkit.scoring import check_finite, trace_score
 from prmkit.trace import Trace
-from prmkit.traces import final_answer, is_correct, problem_key, stored_scores
+from prmkit.trace_queries import final_answer, is_correct, problem_key, stored_scores
 
 __all__ = ["AnswerGroup", "Selection", "SelectionReport", "SELECTORS", "register_selector",
            "group_by_problem", "group_answers", "select", "select_problems",

@@ -14,7 +14,7 @@ from prmkit.eval.probes._base import ProbeContext
 from prmkit.eval.probes._common import _TOL, _fmt, _step_auroc, _step_pairs
 from prmkit.scoring import trace_score
 from prmkit.trace import Trace
-from prmkit.traces import is_correct, stored_scores
+from prmkit.trace_queries import is_correct, stored_scores
 
 __all__ = ["OutcomeGroup", "CollapseResult", "collapse_probe", "CollapseProbe"]
 
@@ -71,7 +71,7 @@ def collapse_probe(traces: Iterable[Trace], key: str = "prm", *, label_source: s
     """Does the PRM judge steps, or only outcomes? From traces that carry step scores (``key``) and
     step labels (``label_source``, latest label when None; neutral labels by ``neutral``):
 
-    - per final-answer outcome (``right_answer``: :func:`~prmkit.traces.is_correct` is True;
+    - per final-answer outcome (``right_answer``: :func:`~prmkit.trace_queries.is_correct` is True;
       ``wrong_answer``: False; traces with neither are left out): the step AUROC and the fraction of
       invalid steps scored below ``threshold``;
     - ``gap``: wrong-answer AUROC minus right-answer AUROC;

@@ -14,7 +14,7 @@ from prmkit.eval.probes._base import ProbeContext
 from prmkit.eval.probes._common import _TOL, _fmt
 from prmkit.scoring import get_aggregator, trace_score
 from prmkit.trace import Trace
-from prmkit.traces import is_correct, stored_scores
+from prmkit.trace_queries import is_correct, stored_scores
 
 __all__ = ["LengthBiasResult", "length_bias_probe", "LengthBiasProbe"]
 
@@ -50,7 +50,7 @@ def length_bias_probe(traces: Iterable[Trace], key: str = "prm", *, aggregate: s
     """The trace score (``aggregate`` of the stored step scores under ``key``, or an ORM's trace
     score) against the number of steps: Pearson's r, Spearman's rho (average ranks for ties), the
     least-squares slope (score per step), the mean score per step count, and Spearman's rho within
-    right-answer and within wrong-answer traces (:func:`~prmkit.traces.is_correct`).
+    right-answer and within wrong-answer traces (:func:`~prmkit.trace_queries.is_correct`).
 
     ``failed``: within either outcome, with at least ``min_n`` (10) traces, ``|rho| >=
     max_abs_spearman`` (0.3). Within an outcome, because over all traces a good PRM also scores long

@@ -11,7 +11,7 @@ from typing import Any
 
 from prmkit._registry import Registry
 from prmkit.trace import Step, Trace
-from prmkit.traces import states_answer
+from prmkit.trace_queries import states_answer
 
 __all__ = ["FILLER", "PERTURBATIONS", "register_perturbation", "append_filler", "restate_problem",
            "duplicate_steps", "reorder_steps"]
