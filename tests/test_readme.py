@@ -26,8 +26,8 @@ hand-written Inspect log of ``tests/fixtures/inspect``), ``runs/tiny-qwen2-prm``
 the architecture class and tokenizer convention of Qwen2.5-Math-PRM, hidden size 32), ``symbolic.jsonl`` (traces.jsonl with the
 symbolic checker's labels) and ``benchmarks`` (a link to the repository's). ``../shared/data`` is the public data
 folder where it is present (lines reading it carry the ``realdata`` marker and skip with a message where
-it is absent), with ProcessBench's two JSON files cut to their first 20 erroneous and first 20
-error-free samples: scoring them whole takes minutes.
+it is absent), with ProcessBench's two JSON files cut to their first 8 erroneous and first 8
+error-free samples: scoring them whole takes minutes (at 20 + 20 the docs' ProcessBench lines took 3 minutes).
 
 **Markers.** HTML comments, not rendered, right before a block (in README.md or a docs page):
 
@@ -380,8 +380,8 @@ def _mirror(data: Path, out: Path) -> None:
         dst.parent.mkdir(parents=True, exist_ok=True)
         if src.parent.name == "processbench" and src.suffix == ".json":
             rows = json.loads(src.read_text())
-            wrong = [r for r in rows if r.get("label", -1) != -1][:20]
-            right = [r for r in rows if r.get("label", -1) == -1][:20]
+            wrong = [r for r in rows if r.get("label", -1) != -1][:8]
+            right = [r for r in rows if r.get("label", -1) == -1][:8]
             dst.write_text(json.dumps(wrong + right))
         else:
             dst.symlink_to(src)
