@@ -17,6 +17,8 @@ from prmkit.provenance import (
     GuidedProvenance,
     LabelProvenance,
     PolicyRef,
+    PromptRef,
+    SamplingRef,
     ScoreProvenance,
     SearchProvenance,
     SelectProvenance,
@@ -46,11 +48,13 @@ ENTRIES = [
                     train_config={"kind": "prm", "model": "tiny", "train": ["t.jsonl"], "label_source": "mc"},
                     steps=10, extra={"eval": None, "optimizer": "adamw"}),
     HF,
+    SamplingRef(n=4, max_new_tokens=80, temperature=0.7, top_p=1.0, stop=["\n\n"], seed=None, extra={"later": 1}),
+    PromptRef("arith", shots=2, system="Solve it.", extra={"later": True}),
 ]
 
 
 def _from_dict(entry, d):
-    return type(entry).from_dict(d) if isinstance(entry, (TrainProvenance, PolicyRef)) \
+    return type(entry).from_dict(d) if isinstance(entry, (TrainProvenance, PolicyRef, SamplingRef, PromptRef)) \
         else type(entry).from_dict(d, entry.name)
 
 
@@ -104,7 +108,7 @@ def test_old_entries_read_as_fields():
         parse(s, n, a) for s, n, a in OLD)
     assert (gen.policy.backend, gen.policy.model, gen.policy.adapter, gen.splitter) == (
         "golden", "golden-scripted", None, "newline")
-    assert gen.sampling["n"] == 8 and gen.prompt["shots"] == 2
+    assert gen.sampling.n == 8 and gen.prompt.shots == 2
     assert oai.policy.model == "qwen" and oai.policy.extra == {"base_url": "http://x/v1", "mode": "chat"}
     assert mc.args["k"] == 2 and mc.policies["rollout"].model == "golden-scripted" and mc.judge_policy is None
     assert cons.policies["rollout"] is None and cons.judge_policy.model == "j"
@@ -280,3 +284,22 @@ def test_reward_model_folder_and_score_entries(tmp_path, monkeypatch):
     assert card["process_reward_model"].value == (
         "prmkit-prm:tiny (at prm; convention prmkit; trained on t.jsonl; label source symbolic)")
     assert str(tmp_path) not in card["process_reward_model"].value  # no absolute path of this machine
+
+
+def test_sampling_and_prompt_are_typed_and_written_as_their_dicts():
+    """A generate entry built from the dicts SamplingParams and PromptBuilder give is typed, and its
+    args are those dicts, key for key and in their order (what generate wrote before they were typed)."""
+    params = SamplingParams(n=3, max_new_tokens=16, temperature=0.0, stop=("\n\n",), seed=None)
+    prompt = PromptBuilder("arith", shots=1).describe()
+    entry = GenerateProvenance("scripted", sampling=params.to_dict(), prompt=prompt)
+    assert isinstance(entry.sampling, SamplingRef) and isinstance(entry.prompt, PromptRef)
+    assert (entry.sampling.n, entry.sampling.temperature, entry.sampling.stop, entry.sampling.seed) == (
+        3, 0.0, ["\n\n"], None)
+    assert (entry.prompt.source, entry.prompt.shots) == ("arith", 1)
+    d = entry.to_dict()
+    assert d["sampling"] == params.to_dict() and list(d["sampling"]) == list(params.to_dict())
+    assert d["prompt"] == prompt and list(d["prompt"]) == list(prompt)
+    # a value of another type than the field's is kept as read, not lost
+    odd = GenerateProvenance.from_dict({"sampling": {"n": "four"}, "prompt": {"shots": 2.5}}, "x")
+    assert odd.sampling.n is None and odd.sampling.extra == {"n": "four"} and odd.prompt.extra == {"shots": 2.5}
+    assert odd.to_dict() == {"sampling": {"n": "four"}, "prompt": {"shots": 2.5}}

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 __all__ = [
     "REDACTED", "is_secret_name", "redact_secrets", "redact_url", "redact_text", "secrets_of",
-    "PolicyRef", "GenerateProvenance", "LabelProvenance", "ScoreProvenance", "SearchProvenance",
+    "PolicyRef", "SamplingRef", "PromptRef", "GenerateProvenance", "LabelProvenance", "ScoreProvenance", "SearchProvenance",
     "GuidedProvenance", "SelectProvenance", "TrainProvenance", "STAGE_ENTRIES", "parse",
 ]
 
@@ -265,21 +265,72 @@ class PolicyRef(_Entry):
 
 
 @dataclass
+class SamplingRef(_Entry):
+    """How a policy sampled, as :meth:`~prmkit.policies.SamplingParams.to_dict` records it: ``n``
+    completions per request, ``max_new_tokens``, ``temperature``, ``top_p``, ``stop`` strings and
+    ``seed``; other keys in ``extra``."""
+
+    n: int | None = None
+    max_new_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: list[str] | None = None
+    seed: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    _ORDER = ("n", "max_new_tokens", "temperature", "top_p", "stop", "seed", "*")
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SamplingRef:
+        """Read a ``SamplingParams.to_dict()`` dict."""
+        got, rest = cls._read(d, {"n": int, "max_new_tokens": int, "temperature": (int, float),
+                                  "top_p": (int, float), "stop": list, "seed": int})
+        return cls(**got, extra=rest, read_keys=tuple(d))
+
+
+@dataclass
+class PromptRef(_Entry):
+    """The prompt a trace was generated with, as the prompt builder's ``describe()`` records it:
+    ``source`` (``arith``, ``dataset``, ...), worked examples (``shots``) and the ``system`` prompt;
+    other keys in ``extra``."""
+
+    source: str | None = None
+    shots: int | None = None
+    system: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    _ORDER = ("source", "shots", "system", "*")
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> PromptRef:
+        """Read a ``PromptBuilder.describe()`` dict."""
+        got, rest = cls._read(d, {"source": str, "shots": int, "system": str})
+        return cls(**got, extra=rest, read_keys=tuple(d))
+
+
+@dataclass
 class GenerateProvenance(_Entry):
-    """``generate``: traces sampled from a policy. ``name`` is the policy's name; ``sampling`` the
-    :class:`~prmkit.policies.SamplingParams` dict, ``prompt`` the prompt builder's ``describe()``,
-    ``splitter`` how the completion was cut into steps."""
+    """``generate``: traces sampled from a policy. ``name`` is the policy's name; ``sampling`` how it
+    sampled (:class:`SamplingRef`), ``prompt`` the prompt it was given (:class:`PromptRef`),
+    ``splitter`` how the completion was cut into steps. ``sampling`` and ``prompt`` may be given as
+    the dicts ``SamplingParams.to_dict()`` and ``PromptBuilder.describe()`` return."""
 
     name: str
     policy: PolicyRef | None = None
-    sampling: dict[str, Any] | None = None
-    prompt: dict[str, Any] | None = None
+    sampling: SamplingRef | None = None
+    prompt: PromptRef | None = None
     splitter: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     stage: ClassVar[str] = "generate"
     _ORDER = ("policy", "sampling", "prompt", "splitter", "*")
-    _NESTED = {"policy": PolicyRef}
+    _NESTED = {"policy": PolicyRef, "sampling": SamplingRef, "prompt": PromptRef}
+
+    def __post_init__(self) -> None:
+        if isinstance(self.sampling, Mapping):
+            self.sampling = SamplingRef.from_dict(self.sampling)
+        if isinstance(self.prompt, Mapping):
+            self.prompt = PromptRef.from_dict(self.prompt)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], name: str) -> GenerateProvenance:

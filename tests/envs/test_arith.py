@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from prmkit.envs import ArithConfig, ArithEnv
@@ -48,3 +50,29 @@ def test_config_errors_reported_together():
         ArithConfig(steps=(0, 9), ops=("^",), max_operand=2)
     msg = str(e.value)
     assert "steps" in msg and "ops" in msg and "max_operand" in msg
+
+
+@pytest.mark.parametrize("cfg", [ArithConfig(), ArithConfig(steps=(2, 5), max_operand=30, ops=("+", "*"),
+                                                            distractors=2, seed=7)], ids=["default", "range"])
+def test_config_round_trips_as_itself(cfg):
+    """What a problem's meta records (to_dict, through JSON) reads back as the same config."""
+    import json
+
+    back = ArithConfig.from_dict(json.loads(json.dumps(cfg.to_dict())))
+    assert back == cfg and type(back.steps) is type(cfg.steps) and type(back.ops) is tuple
+    assert ArithEnv(back).problems(3) == ArithEnv(cfg).problems(3)
+
+
+@pytest.mark.parametrize("d, says", [
+    ({"steps": 3, "level": 2}, "unknown field(s) level"),
+    ({"steps": "3"}, "field 'steps'"),
+    ({"steps": [2, 5, 7]}, "field 'steps'"),
+    ({"max_operand": 2.5}, "field 'max_operand'"),
+    ({"seed": True}, "field 'seed'"),
+    ({"ops": "+-"}, "field 'ops'"),
+    ({"steps": 9}, "steps must lie within 1–6"),
+    ([3], "expected an object"),
+])
+def test_config_from_a_bad_dict_names_the_field(d, says):
+    with pytest.raises(PrmkitError, match="^where: .*" + re.escape(says)):
+        ArithConfig.from_dict(d, where="where")

@@ -18,7 +18,8 @@ True
 from __future__ import annotations
 
 import random
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from prmkit.errors import PrmkitError
@@ -75,11 +76,50 @@ class ArithConfig:
         return int(lo), int(hi)
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (lists for tuples), as ``problem.meta["arith"]["config"]`` records it."""
         d = asdict(self)
         d["ops"] = list(self.ops)
         if not isinstance(self.steps, int):
             d["steps"] = list(self.steps)
         return d
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "arith config") -> ArithConfig:
+        """The config :meth:`to_dict` wrote (``from_dict(c.to_dict()) == c``); a key it does not know
+        or a value of the wrong type is an error naming it.
+
+        >>> c = ArithConfig(steps=(2, 5), ops=("+", "*"), distractors=1)
+        >>> ArithConfig.from_dict(c.to_dict()) == c
+        True
+        """
+        if not isinstance(d, Mapping):
+            raise PrmkitError(f"{where}: expected an object, got {type(d).__name__}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise PrmkitError(f"{where}: unknown field(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        kw: dict[str, Any] = dict(d)
+        steps = kw.get("steps", 3)
+        if isinstance(steps, list | tuple) and len(steps) == 2 and all(_is_int(x) for x in steps):
+            kw["steps"] = (int(steps[0]), int(steps[1]))
+        elif not _is_int(steps):
+            raise PrmkitError(f"{where}: field 'steps': expected N or [MIN, MAX], got {steps!r}")
+        for name in ("max_operand", "distractors", "seed"):
+            if name in kw and not _is_int(kw[name]):
+                raise PrmkitError(f"{where}: field {name!r}: expected an integer, got {kw[name]!r}")
+        if "ops" in kw:
+            ops = kw["ops"]
+            if not isinstance(ops, list | tuple) or not all(isinstance(o, str) for o in ops):
+                raise PrmkitError(f"{where}: field 'ops': expected a list of operators, got {ops!r}")
+            kw["ops"] = tuple(ops)
+        try:
+            return cls(**kw)
+        except PrmkitError as e:
+            raise PrmkitError(f"{where}: {str(e).removeprefix('arith config: ')}") from None
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 @dataclass
