@@ -336,3 +336,95 @@ def test_the_stats_check_sees_a_helper(tmp_path):
                    "    return np.percentile(x, 50)\n\nclass R:\n    def bootstrap_ci(self):\n        pass\n")
     assert _stats_helpers(src) == [(3, "_auroc", "def _auroc"), (7, "mean", "percentile(...)"),
                                    (10, "R.bootstrap_ci", "def bootstrap_ci")]
+
+
+# -- stage results are typed: no guessing at dicts --------------------------------------------------
+
+#: Where stage results are composed, rendered or printed: the demo, the evaluation (report, card,
+#: probes, plots) and the CLI. Outside (de)serialisation, they read typed results (prmkit._result.Result),
+#: never a dict checked with ``isinstance(..., Mapping)``.
+_RESULT_READERS = ("prmkit.demo", "prmkit.eval", "prmkit.cli")
+#: Functions that turn JSON into results and back: the one place a Mapping check belongs.
+_SERIALISERS = {"from_dict", "to_dict", "_load"}
+#: Other Mapping checks allowed in those modules, and why.
+_ALLOWED_MAPPING = {
+    "prmkit.eval._report:": "the results file's schema (_MAP, _MAPS): checked when a file is loaded",
+    "prmkit.eval._report:check_results": "loading a results file: its sections' JSON types",
+    "prmkit.eval._report:load_results": "loading a results file: its meta object",
+    "prmkit.eval._report:_jsonable": "writing report.json: any value to plain JSON",
+    "prmkit.eval._report:_generic": "a section or field prmkit has no class for, shown as it is",
+    "prmkit.eval._report:_is_table_list": "a section or field prmkit has no class for, shown as it is",
+    "prmkit.eval._report:_generic_headline": "a headline of another shape than the verdict's, shown as it is",
+    "prmkit.eval._doc:_auto": "a value of unknown meaning, formatted as it is",
+    "prmkit.eval._results:as_results": "the boundary: a results dict read section by section",
+    "prmkit.eval._results:section_from_dict": "the boundary: one section read into its class",
+    "prmkit.eval._results:ProcessBenchSection.generator_rows": "a free-form field of a typed section",
+    "prmkit.eval._results:ProbeOutcome.skipped_counts": "a probe's own number, not yet typed (issue 46)",
+    "prmkit.eval._results:MetaSection.stage_seconds_by_stage": "a free-form field of the meta section",
+    "prmkit.eval._card:_Seen.add": "a step's tool_call meta (a trace field, not a result)",
+    "prmkit.eval._card:card_from_provenance": "a trace given as its dict",
+    "prmkit.eval._processbench:_pool": "traces given by split, not a result",
+    "prmkit.eval.probes._transfer:transfer_probe": "label sources given by data source, not a result",
+    # Still reading their section's JSON form (the rest of issue 46, item 1):
+    "prmkit.eval._oversight:render_monitorability": "the monitorability section, not typed yet",
+    "prmkit.eval._plots:plot_reliability": "plots draw a section's JSON form",
+    "prmkit.eval._plots:plot_prmbench": "plots draw a section's JSON form",
+    "prmkit.eval.probes._collapse:CollapseProbe.details": "a probe's own numbers, not typed yet",
+    "prmkit.eval.probes._gaming:GamingProbe.headline": "a probe's own numbers, not typed yet",
+    "prmkit.eval.probes._gaming:GamingProbe.details": "a probe's own numbers, not typed yet",
+    "prmkit.eval.probes._length_bias:LengthBiasProbe.details": "a probe's own numbers, not typed yet",
+    "prmkit.eval.probes._transfer:TransferProbe.details": "a probe's own numbers, not typed yet",
+}
+
+
+def _mapping_checks(path: Path) -> list[tuple[int, str]]:
+    """(line, enclosing function) of every ``isinstance(x, Mapping)`` (``Mapping`` or
+    ``MutableMapping``, alone or in a tuple, by name or attribute) in a module."""
+    out: list[tuple[int, str]] = []
+
+    def is_mapping(e: ast.expr) -> bool:
+        name = e.id if isinstance(e, ast.Name) else e.attr if isinstance(e, ast.Attribute) else ""
+        return name in ("Mapping", "MutableMapping")
+
+    def visit(node: ast.AST, scope: str) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            scope = f"{scope}.{node.name}" if scope else node.name
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance"
+                and len(node.args) == 2):
+            kinds = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
+            if any(is_mapping(k) for k in kinds):
+                out.append((node.lineno, scope))
+        for child in ast.iter_child_nodes(node):
+            visit(child, scope)
+
+    visit(ast.parse(path.read_text()), "")
+    return out
+
+
+def test_stage_results_are_read_typed_outside_serialisation():
+    """The demo, the evaluation and the CLI read stage results as typed objects (issue 46: the report
+    read its sections through 44 ``isinstance(..., Mapping)`` guards); a Mapping check is allowed in
+    ``from_dict`` / ``to_dict`` or where listed here with its reason, or it fails this test."""
+    bad, used = [], set()
+    for name, path in MODULES.items():
+        if not name.startswith(_RESULT_READERS):
+            continue
+        for line, scope in _mapping_checks(path):
+            used.add(f"{name}:{scope}")
+            if scope.rsplit(".", 1)[-1] in _SERIALISERS or f"{name}:{scope}" in _ALLOWED_MAPPING:
+                continue
+            bad.append(f"{path.relative_to(SRC)}:{line}: isinstance(..., Mapping) in {scope or 'module'}")
+    stale = sorted(k for k in _ALLOWED_MAPPING if k not in used)
+    assert not stale, f"_ALLOWED_MAPPING names places without a Mapping check (remove them): {stale}"
+    assert not bad, ("a stage result read as a dict (give the section a class in prmkit.eval._results, "
+                     "or add the place to _ALLOWED_MAPPING with the reason):\n" + "\n".join(bad))
+
+
+def test_the_mapping_check_sees_a_guess_at_a_dict(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text("from collections.abc import Mapping\nimport collections.abc as abc\n\n"
+                   "def render(r):\n    if isinstance(r.get('bon'), Mapping):\n        pass\n\n"
+                   "class S:\n    @classmethod\n    def from_dict(cls, d):\n"
+                   "        return isinstance(d, (dict, abc.Mapping))\n\n"
+                   "isinstance(1, int)\n")
+    assert _mapping_checks(src) == [(5, "render"), (11, "S.from_dict")]

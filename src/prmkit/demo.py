@@ -33,10 +33,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prmkit._durable import write_text_file
 from prmkit.errors import PrmkitError
+
+if TYPE_CHECKING:
+    from prmkit.eval import CheckedSection
 
 __all__ = ["DemoConfig", "DEMO_PRESETS", "run_demo"]
 
@@ -225,12 +228,16 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
 
     from prmkit.envs import ArithConfig, ArithEnv
     from prmkit.eval import (
+        EvalResults,
+        LabelsSection,
+        MetaSection,
+        ProbesSection,
+        StepMetricsSection,
         arith_derived_traces,
         bon_report,
         card_from_provenance,
         checked_bon_report,
         gsm8k_derived_traces,
-        headline_sentence,
         label_agreement,
         run_probes,
         step_metrics_for,
@@ -354,20 +361,26 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
             add_calculator_scores(heldout, "prm", aggregate="min")
         _write(heldout, heldout_file)
 
-    # 6. Best-of-N curves and the verdict, step metrics, the failure-mode probes.
+    # 6. Best-of-N curves and the verdict, step metrics, the failure-mode probes: typed sections.
+    results = EvalResults()
     with stages.timed("evaluate (best-of-N, step metrics, probes)"):
-        results = bon_report(heldout, bootstrap=cfg.bootstrap, seed=cfg.seed).to_dict()
+        verdict_bon = bon_report(heldout, bootstrap=cfg.bootstrap, seed=cfg.seed)
+        results.add(verdict_bon.bon_section())
+        summary = verdict_bon.summary_section()
         if live_keys is not None:  # the pair trained in this run, on the same held-out traces
             p, o = live_keys
-            results["bon_live"] = bon_report(
-                heldout, prm_key=p, orm_key=o, bootstrap=cfg.bootstrap, seed=cfg.seed, main=f"{p} (min)",
-                rivals=(o, "majority"), extra_comparisons=()).to_dict()["bon"]
-        results["step_metrics"] = {"prm": step_metrics_for(heldout, key="prm", label_source="symbolic"
-                                                           ).to_dict()}
+            results.add(bon_report(heldout, prm_key=p, orm_key=o, bootstrap=cfg.bootstrap, seed=cfg.seed,
+                                   main=f"{p} (min)", rivals=(o, "majority"), extra_comparisons=()
+                                   ).bon_section("bon_live"))
+        step_metrics = StepMetricsSection({"prm": step_metrics_for(heldout, key="prm", label_source="symbolic"
+                                                                   ).section_entry()})
+        results.add(step_metrics)
+        checked = None
         if cfg.calculator_check:
-            results["checked"] = checked_bon_report(heldout, bootstrap=cfg.bootstrap, seed=cfg.seed).to_dict()
-            results["step_metrics"]["prm+calculator"] = step_metrics_for(
-                heldout, key="prm+calculator", label_source="symbolic").to_dict()
+            checked = checked_bon_report(heldout, bootstrap=cfg.bootstrap, seed=cfg.seed).checked_section()
+            results.add(checked)
+            step_metrics.entries["prm+calculator"] = step_metrics_for(
+                heldout, key="prm+calculator", label_source="symbolic").section_entry()
         if cfg.transfer_data:
             other_name = "gsm8k (derived)"
             other = gsm8k_derived_traces(cfg.transfer_data, limit=cfg.transfer_traces // 2, seed=cfg.seed)
@@ -377,46 +390,58 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
                                   seed=env_cfg.seed + 1000)
             other = arith_derived_traces(shifted, cfg.transfer_traces // 2, seed=cfg.seed)
         same = arith_derived_traces(env_cfg, cfg.transfer_traces // 2, seed=cfg.seed + 1)
-        results["probes"] = run_probes(prm_scorer, heldout, key="prm", score=False, label_source="symbolic",
-                                       aggregate="min", seed=cfg.seed, gaming_traces=cfg.gaming_traces,
-                                       transfer_sources={"arith (derived)": same, other_name: other},
-                                       in_domain="arith (derived)")
+        probes = ProbesSection.from_dict(run_probes(
+            prm_scorer, heldout, key="prm", score=False, label_source="symbolic", aggregate="min",
+            seed=cfg.seed, gaming_traces=cfg.gaming_traces,
+            transfer_sources={"arith (derived)": same, other_name: other}, in_domain="arith (derived)"))
         if hinted:
-            results["probes"].update(run_probes(prm_scorer, hinted, key="prm", score=False,
-                                                probes=["faithfulness"]))
+            probes.entries.update(ProbesSection.from_dict(run_probes(prm_scorer, hinted, key="prm", score=False,
+                                                                     probes=["faithfulness"])).entries)
+        results.add(probes)
     mc = _read(mc_file) if mc_file.exists() else []
     if mc:
-        results["labels"] = label_agreement(mc, "symbolic", "mc_hard")
+        results.add(LabelsSection.from_dict(label_agreement(mc, "symbolic", "mc_hard")))
 
     # 7. The verdict in words, the process-supervision card, the report.
-    failed = [name for name, p in results["probes"].items() if p.get("failed")]
-    if live_keys is None:
-        who = (f" PRM and ORM: {cfg.backbone} backbone, trained on {len(train_traces)} traces of "
+    if summary is not None:
+        results.add(dataclasses.replace(summary, verdict=_verdict_text(
+            summary.verdict or "", cfg, live_keys is not None, len(train_traces), len(heldout),
+            probes.failed(), checked)))
+    card = card_from_provenance(traces=train_traces + heldout + mc, model_dirs=model_dirs, results=results)
+    results.add(card)
+    results.add(MetaSection(
+        title="prmkit demo — process vs outcome supervision on the embedded default",
+        command=command, created=time.strftime("%Y-%m-%d %H:%M:%S"),
+        seconds=stages.seconds(), stage_seconds=stages.times,
+        data={"env": "arith", "env_config": dataclasses.asdict(env_cfg),
+              "train_traces": len(train_traces), "heldout_traces": len(heldout),
+              "transfer": cfg.transfer_data or "arith-shifted (derived)"},
+        models={"policy": traces[0].source if traces else None,
+                "prm": cfg.verdict_prm or str(out / "prm"), "orm": cfg.verdict_orm or str(out / "orm"),
+                "backbone": cfg.backbone,
+                **({"trained_here": [str(out / "prm"), str(out / "orm")]} if live_keys else {})},
+        seeds={"seed": cfg.seed, "env_seed": cfg.env_seed}, settings=cfg.to_dict()))
+    return write_report(results, out / "report", title=results.meta.title)
+
+
+def _verdict_text(bon_verdict: str, cfg: DemoConfig, shipped_pair: bool, train_traces: int, heldout: int,
+                  failed_probes: list[str], checked: CheckedSection | None) -> str:
+    """The verdict of the best-of-N curves, then who the PRM and ORM are and what they were evaluated
+    on, the probes that failed, and (with a calculator check) the checked PRM's numbers in one
+    sentence."""
+    from prmkit.eval import headline_sentence
+
+    if not shipped_pair:
+        who = (f"PRM and ORM: {cfg.backbone} backbone, trained on {train_traces} traces of "
                f"{cfg.train_problems} problems;")
     else:
-        who = (f" PRM and ORM: the shipped pair ({cfg.verdict_prm}, {cfg.verdict_orm}); the pair trained "
-               f"in this run ({cfg.backbone}, {len(train_traces)} traces of {cfg.train_problems} problems) "
+        who = (f"PRM and ORM: the shipped pair ({cfg.verdict_prm}, {cfg.verdict_orm}); the pair trained "
+               f"in this run ({cfg.backbone}, {train_traces} traces of {cfg.train_problems} problems) "
                f"is under 'Best-of-N of the pair trained in this run';")
-    results["summary"]["verdict"] += (
-        f"{who} evaluated on {len(heldout)} traces of {cfg.heldout_problems} other problems. "
-        f"Probes failed: {', '.join(failed) if failed else 'none'}.")
-    if "checked" in results:
-        results["summary"]["verdict"] += " " + headline_sentence(
-            results["checked"]["summary"], lead="With a calculator checking the PRM's arithmetic (section "
-            "'Best-of-N with a calculator check'),")
-    card = card_from_provenance(traces=train_traces + heldout + mc, model_dirs=model_dirs, results=results)
-    results["card"] = card.to_dict()
-    results["meta"] = {
-        "title": "prmkit demo — process vs outcome supervision on the embedded default",
-        "command": command, "created": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "seconds": stages.seconds(), "stage_seconds": stages.times,
-        "data": {"env": "arith", "env_config": dataclasses.asdict(env_cfg),
-                 "train_traces": len(train_traces), "heldout_traces": len(heldout),
-                 "transfer": cfg.transfer_data or "arith-shifted (derived)"},
-        "models": {"policy": traces[0].source if traces else None,
-                   "prm": cfg.verdict_prm or str(out / "prm"), "orm": cfg.verdict_orm or str(out / "orm"),
-                   "backbone": cfg.backbone,
-                   **({"trained_here": [str(out / "prm"), str(out / "orm")]} if live_keys else {})},
-        "seeds": {"seed": cfg.seed, "env_seed": cfg.env_seed}, "settings": cfg.to_dict(),
-    }
-    return write_report(results, out / "report", title=results["meta"]["title"])
+    parts = [bon_verdict, who, f"evaluated on {heldout} traces of {cfg.heldout_problems} other problems.",
+             f"Probes failed: {', '.join(failed_probes) if failed_probes else 'none'}."]
+    if checked is not None and checked.summary is not None:
+        parts.append(headline_sentence(checked.summary, lead="With a calculator checking the PRM's "
+                                       "arithmetic (section 'Best-of-N with a calculator check'),"))
+    return " ".join(parts)
+

@@ -1,8 +1,9 @@
 """Evaluation: ProcessBench, PRMBench, best-of-N curves, step metrics, failure-mode probes, the report
 and the process-supervision card.
 
-Each evaluation returns a result object whose ``to_dict()`` is one section of the report
-(:func:`write_report` renders Markdown, self-contained HTML and JSON from such sections). Two calls
+Each evaluation returns a result whose typed section (:class:`EvalResults` holds them, one class per
+section: :class:`BonSection`, :class:`SummarySection`, ...; each a :class:`prmkit._result.Result`) the
+report renders: :func:`write_report` writes Markdown, self-contained HTML and JSON from them. Two calls
 build the sections a PRM evaluation needs: :func:`bon_report` (curves and the verdict of
 :data:`MAIN_METHOD` against :data:`RIVALS`) and :func:`run_probes` (every probe in :data:`PROBES`;
 add one with :func:`register_probe`).
@@ -145,3 +146,42 @@ from prmkit.eval._refusals import refusal_eval, refusal_eval_file  # noqa: E402
 
 __all__ += ["refusal_eval", "refusal_eval_file"]
 __all__ += ["check_results"]
+
+# The typed results: one class per report section (prmkit._result.Result), what the report renders.
+from prmkit.eval._results import (  # noqa: E402
+    SECTION_NAMES,
+    BenchSplit,
+    BonLiveSection,
+    BonSection,
+    CheckedSection,
+    Comparison,
+    Duplicates,
+    EvalResults,
+    Headline,
+    LabelPair,
+    LabelsSection,
+    MetaSection,
+    MethodCurve,
+    MonitorabilitySection,
+    OtherSection,
+    OutOfRange,
+    PRMBenchClass,
+    PRMBenchSection,
+    ProbeOutcome,
+    ProbesSection,
+    ProcessBenchSection,
+    Rival,
+    ScoreBin,
+    ScorerSteps,
+    StepMetricsSection,
+    SummarySection,
+    ThresholdSweep,
+    as_results,
+    section_from_dict,
+)
+
+__all__ += ["SECTION_NAMES", "BenchSplit", "BonLiveSection", "BonSection", "CheckedSection", "Comparison",
+            "Duplicates", "EvalResults", "Headline", "LabelPair", "LabelsSection", "MetaSection", "MethodCurve",
+            "MonitorabilitySection", "OtherSection", "OutOfRange", "PRMBenchClass", "PRMBenchSection",
+            "ProbeOutcome", "ProbesSection", "ProcessBenchSection", "Rival", "ScoreBin", "ScorerSteps",
+            "StepMetricsSection", "SummarySection", "ThresholdSweep", "as_results", "section_from_dict"]

@@ -21,16 +21,28 @@ Provenance is read through its typed entries (:mod:`prmkit.provenance`): fields,
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from prmkit._jsonio import decode_utf8
+from prmkit._result import register_result
 from prmkit.errors import PrmkitError
+from prmkit.eval._results import (
+    BonSection,
+    EvalResults,
+    PRMBenchClass,
+    PRMBenchSection,
+    ProbesSection,
+    ProcessBenchSection,
+    StepMetricsSection,
+    as_results,
+)
 from prmkit.provenance import (
     GenerateProvenance,
     GuidedProvenance,
@@ -106,9 +118,12 @@ class CardField:
         return {"value": self.value, "source": self.source, "title": self.title}
 
 
+@register_result
 @dataclass
 class Card:
     """The process-supervision card: every field of :data:`CARD_FIELDS`, in order, filled or missing.
+    The report's section ``card`` (a :class:`~prmkit._result.Result`); keys beside ``fields`` that a
+    card file carries are kept in ``extra``.
 
     >>> c = Card()
     >>> c.set("tool_scaffold", "none", "user")
@@ -120,12 +135,15 @@ class Card:
 
     fields: dict[str, CardField] = field(default_factory=lambda: {
         k: CardField(k, t) for k, t in CARD_FIELDS})
+    extra: dict[str, Any] = field(default_factory=dict)
+    kind: ClassVar[str] = "card"
 
     def __getitem__(self, key: str) -> CardField:
         return self.fields[key]
 
     def set(self, key: str, value: Any, source: str | None) -> None:
         """Fill ``key`` (a :data:`CARD_FIELDS` key; an unknown key is added after them)."""
+        self.__dict__.pop("_read_from", None)  # changed: written from its fields from now on
         f = self.fields.setdefault(key, CardField(key, key.replace("_", " ").capitalize()))
         f.value = None if value is None else str(value)
         f.source = source if value is not None else None
@@ -137,7 +155,15 @@ class Card:
 
     def to_dict(self) -> dict[str, Any]:
         """``{"fields": {key: {"value", "source", "title"}}}`` (value None = missing)."""
-        return {"fields": {k: f.to_dict() for k, f in self.fields.items()}}
+        read_from = self.__dict__.get("_read_from")
+        if read_from is not None:  # read from a dict and not changed since: that dict, as it was
+            return copy.deepcopy(read_from)
+        return {"fields": {k: f.to_dict() for k, f in self.fields.items()}, **self.extra}
+
+    def lines(self) -> list[str]:
+        """``title: value (source)`` per field; a missing one says so."""
+        return [f"{title}: {'missing' if value is None else value}" + (f" ({source})" if source else "")
+                for title, value, source in self.rows()]
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> Card:
@@ -146,13 +172,15 @@ class Card:
         >>> Card.from_dict(None).missing == [k for k, _ in CARD_FIELDS]
         True
         """
-        card = cls()
+        card = cls(extra={k: v for k, v in (d or {}).items() if k != "fields"})
         for key, f in ((d or {}).get("fields") or {}).items():
             if not isinstance(f, Mapping):
                 raise PrmkitError(f"card field {key!r}: expected {{'value', 'source'}}, got {f!r}")
             card.set(key, f.get("value"), f.get("source"))
             if f.get("title") and key not in _TITLES:
                 card.fields[key].title = str(f["title"])
+        if d is not None:
+            card.__dict__["_read_from"] = copy.deepcopy(dict(d))  # written back as it came (to_dict)
         return card
 
     def rows(self) -> list[tuple[str, str | None, str | None]]:
@@ -501,13 +529,13 @@ def _fill_from_model_dirs(card: Card, model_dirs: Iterable[str | os.PathLike]) -
                  "; ".join(dict.fromkeys(s for _, s in bases)))
 
 
-def _fill_from_results(card: Card, results: Mapping[str, Any]) -> None:
-    probes = results.get("probes")
-    if isinstance(probes, Mapping) and probes:
-        run = {k: v for k, v in probes.items() if isinstance(v, Mapping)}
-        failed = [k for k, v in run.items() if v.get("failed") is True]
-        unmeasured = [k for k, v in run.items() if v.get("failed") is None and v.get("measured") is False]
-        undecided = [k for k, v in run.items() if v.get("failed") is None and k not in unmeasured]
+def _fill_from_results(card: Card, results: EvalResults) -> None:
+    probes = results.probes
+    run = probes.named() if isinstance(probes, ProbesSection) else {}
+    if isinstance(probes, ProbesSection) and probes.entries:
+        failed = [k for k, v in run.items() if v.failed is True]
+        unmeasured = [k for k, v in run.items() if v.failed is None and v.measured is False]
+        undecided = [k for k, v in run.items() if v.failed is None and k not in unmeasured]
         if failed:
             value = ", ".join(failed) + f" (of {len(run)} probes run)"
         else:
@@ -518,28 +546,29 @@ def _fill_from_results(card: Card, results: Mapping[str, Any]) -> None:
             value += f"; no verdict from {', '.join(undecided)}"
         card.set("failed_probes", value, "results: probes (" + ", ".join(run) + ")")
     where, used = [], []
-    pb = results.get("processbench")
-    if isinstance(pb, Mapping) and pb.get("splits"):
-        where.append("ProcessBench (" + ", ".join(pb["splits"]) + ")")
+    pb = results.processbench
+    if isinstance(pb, ProcessBenchSection) and pb.splits:
+        where.append("ProcessBench (" + ", ".join(pb.splits) + ")")
         used.append("processbench")
-    prb = results.get("prmbench")
-    if isinstance(prb, Mapping) and prb.get("classes"):
-        traces = sum((c or {}).get("n_traces") or 0 for c in prb["classes"].values())
-        where.append(f"PRMBench ({len(prb['classes'])} classes, {traces} traces)")
+    prb = results.prmbench
+    if isinstance(prb, PRMBenchSection) and prb.classes:
+        traces = sum(c.n_traces or 0 for c in prb.classes.values() if isinstance(c, PRMBenchClass))
+        where.append(f"PRMBench ({len(prb.classes)} classes, {traces} traces)")
         used.append("prmbench")
-    bon = results.get("bon")
-    if isinstance(bon, Mapping) and bon.get("ns"):
-        on = f" on {bon['problems']} problems" if isinstance(bon.get("problems"), int) else ""
-        where.append(f"best-of-N{on} (N up to {max(bon['ns'])})")
+    bon = results.bon
+    if isinstance(bon, BonSection) and bon.ns:
+        on = f" on {bon.problems} problems" if isinstance(bon.problems, int) else ""
+        where.append(f"best-of-N{on} (N up to {max(bon.ns)})")
         used.append("bon")
-    sm = results.get("step_metrics")
-    if isinstance(sm, Mapping) and sm:
-        parts = [f"{k}: {v.get('n')} steps" for k, v in sm.items() if isinstance(v, Mapping)]
+    sm = results.step_metrics
+    if isinstance(sm, StepMetricsSection) and sm.entries:
+        parts = [f"{k}: {v.n} steps" for k, v in sm.named().items()]
         where.append("step-level metrics (" + ", ".join(parts) + ")")
         used.append("step_metrics")
-    transfer = probes.get("transfer") if isinstance(probes, Mapping) else None
-    if isinstance(transfer, Mapping) and transfer.get("sources"):
-        where.append("transfer across " + ", ".join(transfer["sources"]))
+    transfer = run.get("transfer")
+    sources = transfer.extra.get("sources") if transfer is not None else None
+    if sources:
+        where.append("transfer across " + ", ".join(sources))
         used.append("probes.transfer")
     if where:
         card.set("tested_on", "; ".join(where), "results: " + ", ".join(used))
@@ -547,7 +576,7 @@ def _fill_from_results(card: Card, results: Mapping[str, Any]) -> None:
 
 def card_from_provenance(traces: Iterable[Trace | Mapping[str, Any] | str | os.PathLike] = (),
                          model_dirs: Iterable[str | os.PathLike] = (),
-                         results: Mapping[str, Any] | None = None,
+                         results: EvalResults | Mapping[str, Any] | None = None,
                          overrides: Mapping[str, Any] | None = None) -> Card:
     """A :class:`Card` filled from what was recorded, and nothing else.
 
@@ -557,7 +586,7 @@ def card_from_provenance(traces: Iterable[Trace | Mapping[str, Any] | str | os.P
     reward models seen scoring, tool scaffold, supervised process and label method.
     ``model_dirs``: reward-model folders written by prmkit (``prmkit_rm.json``, ``train_config.yaml``)
     fill the PRM / ORM and the base model (their backbone); they win over what the traces say.
-    ``results``: the evaluation results (``probes`` -> failed probes; ``processbench``, ``prmbench``,
+    ``results``: the evaluation results, typed or a results dict (``probes`` -> failed probes; ``processbench``, ``prmbench``,
     ``bon``, ``step_metrics``, ``probes.transfer`` -> where it was tested).
     ``overrides``: ``{field: value}`` for what provenance cannot know; shown with source ``user``
     (a value of None marks the field missing again).
@@ -577,7 +606,7 @@ def card_from_provenance(traces: Iterable[Trace | Mapping[str, Any] | str | os.P
     _fill_from_traces(card, seen)
     _fill_from_model_dirs(card, model_dirs)
     if results:
-        _fill_from_results(card, results)
+        _fill_from_results(card, as_results(results))
     for key, value in (overrides or {}).items():
         if key not in _TITLES:
             raise PrmkitError(f"unknown card field {key!r}; the fields are: {', '.join(_TITLES)}")

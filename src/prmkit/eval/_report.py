@@ -37,9 +37,37 @@ from typing import Any
 
 from prmkit._durable import write_bytes_file, write_text_file
 from prmkit._jsonio import decode_utf8
+from prmkit._result import Record
 from prmkit.errors import FormatError, MissingDependencyError, PrmkitError
+from prmkit.eval._card import Card
 from prmkit.eval._doc import _DASH, Inline, ReportDoc, _auto, _bad, _ci, _f3, _int, _num, _pct, _pp
 from prmkit.eval._oversight import render_monitorability
+from prmkit.eval._results import (
+    BonSection,
+    CheckedSection,
+    Comparison,
+    Duplicates,
+    EvalResults,
+    Headline,
+    LabelPair,
+    LabelsSection,
+    MetaSection,
+    MethodCurve,
+    MonitorabilitySection,
+    OtherSection,
+    OutOfRange,
+    PRMBenchClass,
+    PRMBenchSection,
+    ProbeOutcome,
+    ProbesSection,
+    ProcessBenchSection,
+    Rival,
+    ScoreBin,
+    StepMetricsSection,
+    SummarySection,
+    ThresholdSweep,
+    as_results,
+)
 
 __all__ = [
     "SECTION_ORDER", "ReportDoc", "write_report", "render_markdown", "render_html", "render_figures",
@@ -191,7 +219,8 @@ def _is_table_list(x: Any) -> bool:
 
 
 def _generic(doc: ReportDoc, value: Any, level: int, name: str = "") -> None:
-    """Nested dicts as key/value tables (one heading per nested dict), lists of dicts as tables."""
+    """Data prmkit has no class for, as it is: nested dicts as key/value tables (one heading per nested
+    dict), lists of dicts as tables."""
     if isinstance(value, Mapping):
         if level > 6:
             doc.code(json.dumps(value, indent=2, sort_keys=True, default=str))
@@ -214,9 +243,10 @@ def _generic(doc: ReportDoc, value: Any, level: int, name: str = "") -> None:
         doc.para(_auto(name, value))
 
 
-def _leftover(doc: ReportDoc, d: Mapping[str, Any], handled: Iterable[str], level: int) -> None:
-    """Keys of a known section that the renderer did not show: shown generically, never dropped."""
-    rest = {k: v for k, v in d.items() if k not in set(handled)}
+def _leftover(doc: ReportDoc, r: Record, handled: Iterable[str], level: int) -> None:
+    """Fields of a known section that its renderer did not show (its ``extra`` above all): shown
+    generically, never dropped."""
+    rest = {k: v for k, v in r.to_dict().items() if k not in set(handled)}
     if rest:
         doc.heading(level, "Other fields")
         _generic(doc, rest, level + 1)
@@ -224,99 +254,103 @@ def _leftover(doc: ReportDoc, d: Mapping[str, Any], handled: Iterable[str], leve
 
 # -- sections --------------------------------------------------------------------------------------------
 
-def _summary(doc: ReportDoc, s: Any, figs: set[str]) -> None:
-    if not isinstance(s, Mapping):
-        doc.para(("b", "Verdict."), " " + str(s), cls="verdict")
+def _summary(doc: ReportDoc, s: SummarySection | OtherSection, figs: set[str]) -> None:
+    if isinstance(s, OtherSection):  # a verdict given as a line of text
+        doc.para(("b", "Verdict."), " " + str(s.value), cls="verdict")
         return
-    verdict = s.get("verdict")
-    if verdict:
-        doc.para(("b", "Verdict."), " " + str(verdict), cls="verdict")
+    if s.verdict:
+        doc.para(("b", "Verdict."), " " + str(s.verdict), cls="verdict")
     else:
         doc.para(("em", "The results carry no verdict."), cls="note")
-    headline = s.get("headline")
-    if isinstance(headline, Mapping) and isinstance(headline.get("versus"), Mapping) and "main" in headline:
+    h = s.headline
+    if isinstance(h, Headline) and h.is_comparison:
         # The verdict's numbers as one table: the main method, then each rival with the paired
         # difference (main minus rival) and its interval.
-        n = headline.get("n")
-        rows = [[("b", str(headline["main"])), _ci(headline.get("main_acc"), headline.get("main_acc_lo"),
-                                                   headline.get("main_acc_hi")), _DASH, ""]]
-        for rival, v in headline["versus"].items():
-            if not isinstance(v, Mapping):
+        rows = [[("b", str(h.main)), _ci(h.main_acc, h.main_acc_lo, h.main_acc_hi), _DASH, ""]]
+        for rival, v in (h.versus or {}).items():
+            if not isinstance(v, Rival):
                 rows.append([str(rival), _DASH, _DASH, "not evaluated"])
                 continue
-            diff = v.get("acc_diff")
-            span = (f"{_pp(diff)} [{_pp(v.get('acc_diff_lo'))}, {_pp(v.get('acc_diff_hi'))}]"
-                    if not _bad(diff) else _DASH)
-            rows.append([str(rival), _ci(v.get("acc"), v.get("acc_lo"), v.get("acc_hi")), span,
-                         str(v.get("call", ""))])
-        if not _bad(headline.get("random_acc")):
-            below = headline["main"] in (headline.get("below_random") or [])
-            rows.append(["random choice", _pct(headline["random_acc"]), _DASH,
-                         ("fail", f"{headline['main']} fell below it") if below else ""])
-        doc.table(["Method", f"Accuracy at N={n}" if n is not None else "Accuracy",
-                   f"{headline['main']} minus it", "Call"], rows)
+            span = (f"{_pp(v.acc_diff)} [{_pp(v.acc_diff_lo)}, {_pp(v.acc_diff_hi)}]"
+                    if not _bad(v.acc_diff) else _DASH)
+            rows.append([str(rival), _ci(v.acc, v.acc_lo, v.acc_hi), span,
+                         str(v.call if v.call is not None else "")])
+        if not _bad(h.random_acc):
+            below = h.main in (h.below_random or [])
+            rows.append(["random choice", _pct(h.random_acc), _DASH,
+                         ("fail", f"{h.main} fell below it") if below else ""])
+        doc.table(["Method", f"Accuracy at N={h.n}" if h.n is not None else "Accuracy",
+                   f"{h.main} minus it", "Call"], rows)
         # below_random / below_n1 are said in the verdict's words; n1_acc is in the best-of-N table.
-        _leftover(doc, headline, ("n", "main", "main_acc", "main_acc_lo", "main_acc_hi", "versus",
-                                  "random_acc", "below_random", "below_n1", "main_n1_acc"), 3)
-    elif isinstance(headline, Mapping) and headline:
-        doc.table(["Headline", "Value"], [[str(k), _auto(k, v)] for k, v in headline.items()
-                                          if not isinstance(v, Mapping)])
-        for k, v in headline.items():
-            if isinstance(v, Mapping):
-                doc.heading(3, str(k))
-                _generic(doc, v, 4)
+        _leftover(doc, h, ("n", "main", "main_acc", "main_acc_lo", "main_acc_hi", "versus",
+                           "random_acc", "below_random", "below_n1", "main_n1_acc"), 3)
+    elif isinstance(h, Headline) and h.to_dict():  # numbers of another shape: a table of them
+        _generic_headline(doc, h)
     _leftover(doc, s, ("verdict", "headline"), 3)
 
 
-def _card(doc: ReportDoc, c: Any, figs: set[str]) -> None:
-    from prmkit.eval._card import Card, card_from_provenance
+def _generic_headline(doc: ReportDoc, h: Headline) -> None:
+    numbers = h.to_dict()
+    doc.table(["Headline", "Value"], [[str(k), _auto(k, v)] for k, v in numbers.items()
+                                      if not isinstance(v, Mapping)])
+    for k, v in numbers.items():
+        if isinstance(v, Mapping):
+            doc.heading(3, str(k))
+            _generic(doc, v, 4)
 
-    if not c:
+
+def _card(doc: ReportDoc, c: Card | OtherSection | None, figs: set[str]) -> None:
+    from prmkit.eval._card import card_from_provenance
+
+    if not isinstance(c, Card):
         doc.para(("em", "These results carry no card, so every field is missing: build one with"), " ",
                  ("code", "prmkit.eval.card_from_provenance(traces, model_dirs, results)"), ".",
                  cls="note")
-    card = Card.from_dict(c) if isinstance(c, Mapping) else card_from_provenance()
+    card = c if isinstance(c, Card) else card_from_provenance()
     rows = []
     for title, value, source in card.rows():
         shown = [("b", "missing"), " — nothing in the provenance says"] if value is None else value
         rows.append([title, shown, source or _DASH])
     doc.table(["Field", "Value", "Source"], rows)
-    if isinstance(c, Mapping):
-        _leftover(doc, c, ("fields",), 3)
-    elif c:
-        _generic(doc, c, 3, "card")
+    if isinstance(c, Card):
+        if c.extra:
+            doc.heading(3, "Other fields")
+            _generic(doc, c.extra, 4)
+    elif c is not None and c.value:
+        _generic(doc, c.value, 3, "card")
 
 
-def _bon(doc: ReportDoc, b: Mapping[str, Any], figs: set[str]) -> None:
-    ns = list(b.get("ns") or [])
+def _bon(doc: ReportDoc, b: BonSection, figs: set[str]) -> None:
+    ns = list(b.ns or [])
     bits = []
-    if b.get("problems") is not None:
-        bits.append(f"{_int(b['problems'])} problems")
-    if b.get("candidates") is not None:
-        bits.append(f"at least {_int(b['candidates'])} candidates per problem")
-    if b.get("bootstrap") is not None:
-        seed = f", seed {b['seed']}" if b.get("seed") is not None else ""
-        bits.append(f"intervals: 95% bootstrap over problems, {_int(b['bootstrap'])} resamples{seed}")
-    if not _bad(b.get("unjudged_problems")) and b["unjudged_problems"]:
-        bits.append(f"{_int(b['unjudged_problems'])} problems left out: none of their candidates could be "
+    if b.problems is not None:
+        bits.append(f"{_int(b.problems)} problems")
+    if b.candidates is not None:
+        bits.append(f"at least {_int(b.candidates)} candidates per problem")
+    if b.bootstrap is not None:
+        seed = f", seed {b.seed}" if b.seed is not None else ""
+        bits.append(f"intervals: 95% bootstrap over problems, {_int(b.bootstrap)} resamples{seed}")
+    if not _bad(b.unjudged_problems) and b.unjudged_problems:
+        bits.append(f"{_int(b.unjudged_problems)} problems left out: none of their candidates could be "
                     "judged (no outcome, no reference answer)")
     if bits:
         doc.para("; ".join(bits) + ".")
-    methods = b.get("methods") or {}
     rows = []
-    for name, m in methods.items():
-        acc, lo, hi = (list(m.get(k) or []) for k in ("acc", "lo", "hi"))
-        score = m.get("key") or _DASH
-        if m.get("aggregate"):
-            score = f"{score} ({m['aggregate']})"
+    for name, m in (b.methods or {}).items():
+        if not isinstance(m, MethodCurve):
+            continue
+        acc, lo, hi = (list(v or []) for v in (m.acc, m.lo, m.hi))
+        score = m.key or _DASH
+        if m.aggregate:
+            score = f"{score} ({m.aggregate})"
         cells = [_ci(acc[i] if i < len(acc) else None, lo[i] if i < len(lo) else None,
                      hi[i] if i < len(hi) else None) for i in range(len(ns))]
-        rows.append([("b", str(name)), str(m.get("selector") or _DASH), score, *cells])
+        rows.append([("b", str(name)), str(m.selector or _DASH), score, *cells])
     doc.table(["Method", "Selector", "Score (aggregate)", *[f"N={n}" for n in ns]], rows)
     if "bon" in figs:
         doc.figure("bon", "Best-of-N accuracy against N (log2 axis); when there is a verdict, its methods "
                    "bold (the main one with its 95% bootstrap band) and the others light; oracle dashed")
-    comps = [c for c in b.get("comparisons") or [] if isinstance(c, Mapping)]
+    comps = [c for c in b.comparisons or [] if isinstance(c, Comparison)]
     if comps:
         doc.heading(3, "Paired comparisons")
         doc.para("Accuracy differences (first minus second) with 95% paired bootstrap intervals; in bold "
@@ -326,39 +360,39 @@ def _bon(doc: ReportDoc, b: Mapping[str, Any], figs: set[str]) -> None:
                        "unjudged_problems"), 3)
 
 
-def _checked(doc: ReportDoc, c: Mapping[str, Any], figs: set[str]) -> None:
+def _checked(doc: ReportDoc, c: CheckedSection, figs: set[str]) -> None:
     """The verdict PRM with a tool checking its steps (:func:`~prmkit.eval.checked_bon_report`): its
     verdict, then its best-of-N table."""
     doc.para("The same PRM's step scores, with a calculator checking each step's written arithmetic: a "
              "step whose equation is wrong scores 0. Against the PRM alone and the calculator alone, it "
              "shows what each part is worth.", cls="note")
-    if isinstance(c.get("summary"), Mapping):
-        _summary(doc, c["summary"], set())
-    if isinstance(c.get("bon"), Mapping):
-        _bon(doc, c["bon"], set())
+    if isinstance(c.summary, SummarySection):
+        _summary(doc, c.summary, set())
+    if isinstance(c.bon, BonSection):
+        _bon(doc, c.bon, set())
     _leftover(doc, c, ("summary", "bon"), 3)
 
 
-def _comparison_items(comps: Sequence[Mapping[str, Any]]) -> list[Inline]:
+def _comparison_items(comps: Sequence[Comparison]) -> list[Inline]:
     """One bullet per pair of methods, its N in order. A comparison with no difference in any
     resample (``+0.0 pp [+0.0, +0.0]``: both chose the same candidate every time, as at N=1) says
     nothing: such N are folded into one "same choices" note instead of a line each."""
-    pairs: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    pairs: dict[tuple[str, str], list[Comparison]] = {}
     for c in comps:
-        pairs.setdefault((str(c.get("a")), str(c.get("b"))), []).append(c)
+        pairs.setdefault((str(c.a), str(c.b)), []).append(c)
     items: list[Inline] = []
     for (a, b), cs in pairs.items():
         parts: list[Inline] = []
         same = []
         for c in cs:
-            d, lo, hi = c.get("diff"), c.get("lo"), c.get("hi")
+            d, lo, hi = c.diff, c.lo, c.hi
             if not any(_bad(v) for v in (d, lo, hi)) and d == lo == hi == 0:
-                same.append(str(c.get("n")))
+                same.append(str(c.n))
                 continue
-            text = f"N={c.get('n')} {_pp(d)}"
+            text = f"N={c.n} {_pp(d)}"
             if not (_bad(lo) or _bad(hi)):
                 text += f" [{_pp(lo)}, {_pp(hi)}]"
-                if lo > 0 or hi < 0:
+                if lo > 0 or hi < 0:  # type: ignore[operator]
                     parts.append(("b", text))
                     continue
             parts.append(text)
@@ -377,43 +411,41 @@ _STEP_COLS = (("n", "Steps", _int), ("positives", "Positives", _int), ("negative
               ("brier", "Brier", _f3))
 
 
-def _step_metrics(doc: ReportDoc, sm: Mapping[str, Any], figs: set[str]) -> None:
-    per = {k: v for k, v in sm.items() if isinstance(v, Mapping)}
-    rows = [[("b", k), *[fmt(m.get(key)) for key, _, fmt in _STEP_COLS]] for k, m in per.items()]
+def _step_metrics(doc: ReportDoc, sm: StepMetricsSection, figs: set[str]) -> None:
+    per = sm.named()
+    rows = [[("b", k), *[fmt(getattr(m, key)) for key, _, fmt in _STEP_COLS]] for k, m in per.items()]
     doc.table(["Scorer", *[t for _, t, _ in _STEP_COLS]], rows)
-    if any(m.get("auroc") is None for m in per.values()):
+    if any(m.auroc is None for m in per.values()):
         doc.para(("em", "An AUROC of — : the scorer's steps held only one class (all correct or all "
                         "wrong), so there is nothing to rank."), cls="note")
     if "reliability" in figs:
         doc.figure("reliability", "Reliability diagram: fraction of steps correct per score bin, "
                    "step counts below")
     for k, m in per.items():
-        bins = m.get("bins") or []
+        bins = [b for b in m.bins or [] if isinstance(b, ScoreBin)]
         if bins:
             doc.heading(3, f"Score bins: {k}")
             doc.table(["Scores", "Steps", "Mean score", "Correct"],
-                      [[f"{_f3(b.get('lo'))}–{_f3(b.get('hi'))}", _int(b.get("count")),
-                        _f3(b.get("mean_score")), _pct(b.get("frac_correct"))] for b in bins])
-        if "error_precision" in m or "error_recall" in m:
-            precision = m.get("error_precision")
+                      [[f"{_f3(b.lo)}–{_f3(b.hi)}", _int(b.count), _f3(b.mean_score), _pct(b.frac_correct)]
+                       for b in bins])
+        if m.has("error_precision") or m.has("error_recall"):
             doc.para(f"{k}: flagging the steps scored below the threshold as errors finds "
-                     f"{_pct(m.get('error_recall'))} of the wrong steps (recall); "
-                     + ("no step was flagged, so precision is undefined." if _bad(precision) else
-                        f"{_pct(precision)} of the flagged steps are wrong (precision)."))
+                     f"{_pct(m.error_recall)} of the wrong steps (recall); "
+                     + ("no step was flagged, so precision is undefined." if _bad(m.error_precision) else
+                        f"{_pct(m.error_precision)} of the flagged steps are wrong (precision)."))
         _leftover(doc, m, [c for c, _, _ in _STEP_COLS] + ["bins", "error_precision", "error_recall"], 4)
-    scalars = {k: v for k, v in sm.items() if not isinstance(v, Mapping)}
+    scalars = sm.scalars()
     if scalars:
         doc.heading(3, "Other fields")
         _generic(doc, scalars, 4)
 
 
-def _verdict_cell(p: Mapping[str, Any]) -> Inline:
-    failed = p.get("failed")
-    if failed is True:
+def _verdict_cell(p: ProbeOutcome) -> Inline:
+    if p.failed is True:
         return ("fail", "FAILED")
-    if failed is False:
+    if p.failed is False:
         return "passed"
-    return "cannot measure" if p.get("measured") is False else "no verdict"
+    return "cannot measure" if p.measured is False else "no verdict"
 
 
 #: Settings a probe records beside its numbers, in words (shown on one line, not as a table).
@@ -422,18 +454,19 @@ _PROBE_SETTINGS = (("key", "scores {}"), ("aggregate", "aggregate {}"), ("thresh
                    ("seed", "seed {}"))
 
 
-def _probe_settings(doc: ReportDoc, p: Mapping[str, Any], shown: set[str]) -> list[str]:
+def _probe_settings(doc: ReportDoc, p: ProbeOutcome, shown: set[str]) -> list[str]:
     """One line of the probe's settings (the keys above that ``details`` did not show); returns them."""
     used, words = [], []
+    numbers = p.extra
     for key, text in _PROBE_SETTINGS:
-        value = p.get(key)
-        if key in shown or key not in p or isinstance(value, (Mapping, list)):
+        value = numbers.get(key)
+        if key in shown or key not in numbers or not _is_scalar(value):
             continue
         shown_value = _pct(value) if key == "max_frac" else _num(value) if _is_number(value) else str(value)
         words.append(text.format(shown_value))
         used.append(key)
-    skipped = p.get("skipped")
-    if isinstance(skipped, Mapping) and "skipped" not in shown:
+    skipped = p.skipped_counts()
+    if skipped is not None and "skipped" not in shown:
         nonzero = {k: v for k, v in skipped.items() if v}
         if nonzero:
             words.append("traces an edit could not apply to: "
@@ -446,6 +479,10 @@ def _probe_settings(doc: ReportDoc, p: Mapping[str, Any], shown: set[str]) -> li
 
 def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _is_scalar(x: Any) -> bool:
+    return x is None or isinstance(x, (str, int, float, bool))
 
 
 def _probe(name: str) -> Any:
@@ -462,30 +499,30 @@ def _probe(name: str) -> Any:
         return None
 
 
-def _probe_number(probe: Any, p: Mapping[str, Any]) -> str:
+def _probe_number(probe: Any, p: ProbeOutcome) -> str:
     headline = getattr(probe, "headline", None)
-    return (headline(p) or _DASH) if headline is not None else _DASH
+    return (headline(p.numbers) or _DASH) if headline is not None else _DASH
 
 
-def _probes(doc: ReportDoc, probes: Mapping[str, Any], figs: set[str]) -> None:
+def _probes(doc: ReportDoc, probes: ProbesSection, figs: set[str]) -> None:
     # Each probe renders its own numbers (Probe.headline and Probe.details); the report adds the
     # verdict, the criterion, and every field the probe did not show.
-    per = {k: v for k, v in probes.items() if isinstance(v, Mapping)}
+    per = probes.named()
     known = {k: _probe(k) for k in per}
     doc.table(["Probe", "Result", "Key number", "Criterion"],
-              [[("b", k), _verdict_cell(p), _probe_number(known[k], p), str(p.get("criterion") or _DASH)]
+              [[("b", k), _verdict_cell(p), _probe_number(known[k], p), str(p.criterion or _DASH)]
                for k, p in per.items()])
     for name, p in per.items():
         doc.heading(3, [f"{name}: ", _verdict_cell(p)])
-        if p.get("criterion"):
-            doc.para(("em", "Criterion:"), " " + str(p["criterion"]))
+        if p.criterion:
+            doc.para(("em", "Criterion:"), " " + str(p.criterion))
         handled = ["failed", "criterion", "measured", "failed_by"]  # failed_by is in the criterion
         details = getattr(known[name], "details", None)
         if details is not None:
-            handled += list(details(doc, p, figs) or ())
+            handled += list(details(doc, p.numbers, figs) or ())
         handled += _probe_settings(doc, p, set(handled))
         _leftover(doc, p, handled, 4)
-    scalars = {k: v for k, v in probes.items() if not isinstance(v, Mapping)}
+    scalars = probes.scalars()
     if scalars:
         doc.heading(3, "Other fields")
         _generic(doc, scalars, 4)
@@ -495,36 +532,32 @@ _PB_COLS = (("error_acc", "Error acc.", _pct), ("correct_acc", "Correct acc.", _
             ("n_error", "Erroneous", _int), ("n_correct", "Correct", _int))
 
 
-def _processbench(doc: ReportDoc, pb: Mapping[str, Any], figs: set[str]) -> None:
-    thr = pb.get("threshold")
+def _processbench(doc: ReportDoc, pb: ProcessBenchSection, figs: set[str]) -> None:
+    thr = pb.threshold
     thr_text = (f"threshold {_f3(thr)}" if thr is not None
                 else "threshold per split (see the table; the splits' thresholds differ)")
-    doc.para(f"Step scores {pb.get('key') or _DASH}; {thr_text}; threshold source: "
-             f"{pb.get('threshold_source') or _DASH}. A trace counts as right when the first step scored "
+    doc.para(f"Step scores {pb.key or _DASH}; {thr_text}; threshold source: "
+             f"{pb.threshold_source or _DASH}. A trace counts as right when the first step scored "
              "below the threshold is its labelled first error (or, for a correct trace, when no step is).")
-    splits = {k: v for k, v in (pb.get("splits") or {}).items() if isinstance(v, Mapping)}
+    splits = pb.split_rows()
     doc.table(["Split", *[t for _, t, _ in _PB_COLS], "Threshold", "Threshold source", "Unscored steps"],
-              [[("b", k), *[f(v.get(c)) for c, _, f in _PB_COLS], _f3(v.get("threshold")),
-                str(v.get("threshold_source") or _DASH), _int(v.get("unscored_steps"))]
+              [[("b", k), *[f(getattr(v, c)) for c, _, f in _PB_COLS], _f3(v.threshold),
+                str(v.threshold_source or _DASH), _int(v.unscored_steps)]
                for k, v in splits.items()])
-    dropped = sum(v.get("unscored_traces") or 0 for v in splits.values()
-                  if isinstance(v.get("unscored_traces"), int))
+    dropped = sum(v.unscored_traces or 0 for v in splits.values() if isinstance(v.unscored_traces, int))
     if dropped:
         doc.para(f"{_int(dropped)} traces had no score at all (the scorer could not take them); each counts "
                  "as a miss on its side (Unscored steps counts their steps too).")
-    if "average_f1" in pb:
-        doc.para(("b", "Average F1 over splits:"), " " + _f3(pb.get("average_f1")))
-    by_gen = pb.get("by_generator") or {}
-    rows = [[split, gen, *[f(v.get(c)) for c, _, f in _PB_COLS]]
-            for split, gens in by_gen.items() if isinstance(gens, Mapping)
-            for gen, v in gens.items() if isinstance(v, Mapping)]
+    if pb.has("average_f1"):
+        doc.para(("b", "Average F1 over splits:"), " " + _f3(pb.average_f1))
+    rows = [[split, gen, *[f(getattr(v, c)) for c, _, f in _PB_COLS]] for split, gen, v in pb.generator_rows()]
     if rows:
         doc.heading(3, "By generator")
         doc.table(["Split", "Generator", *[t for _, t, _ in _PB_COLS]], rows)
-    sweeps = [s for s in pb.get("sweep") or [] if isinstance(s, Mapping)]
+    sweeps = [s for s in pb.sweep or [] if isinstance(s, ThresholdSweep)]
     if sweeps:
         doc.heading(3, "Threshold sweep")
-        doc.bullets([f"tuned on {s.get('tuned_on')}: best threshold {_f3(s.get('best'))}" for s in sweeps])
+        doc.bullets([f"tuned on {s.tuned_on}: best threshold {_f3(s.best)}" for s in sweeps])
         if "processbench_sweep" in figs:
             doc.figure("processbench_sweep", "ProcessBench F1 against the threshold (dashed: best)")
     _leftover(doc, pb, ("key", "threshold", "threshold_source", "splits", "average_f1", "by_generator",
@@ -536,48 +569,46 @@ _PRMB_COLS = (("prmscore", "PRMScore", _f3), ("f1_positive", "F1 (positive)", _f
               ("n_steps", "Steps", _int), ("n_error_steps", "Error steps", _int))
 
 
-def _prmbench(doc: ReportDoc, pr: Mapping[str, Any], figs: set[str]) -> None:
-    doc.para(f"Step scores {pr.get('key') or _DASH}; threshold {_f3(pr.get('threshold'))}. "
+def _prmbench(doc: ReportDoc, pr: PRMBenchSection, figs: set[str]) -> None:
+    doc.para(f"Step scores {pr.key or _DASH}; threshold {_f3(pr.threshold)}. "
              "PRMScore is the mean of the F1 on correct and on erroneous steps.")
-    classes = {k: v for k, v in (pr.get("classes") or {}).items() if isinstance(v, Mapping)}
-    rows = [[k, *[f(v.get(c)) for c, _, f in _PRMB_COLS]] for k, v in classes.items()]
-    overall = pr.get("overall")
-    if isinstance(overall, Mapping):
-        rows.append([("b", "overall"), *[("b", f(overall.get(c))) for c, _, f in _PRMB_COLS]])
+    classes = {k: v for k, v in (pr.classes or {}).items() if isinstance(v, PRMBenchClass)}
+    rows = [[k, *[f(getattr(v, c)) for c, _, f in _PRMB_COLS]] for k, v in classes.items()]
+    if isinstance(pr.overall, PRMBenchClass):
+        rows.append([("b", "overall"), *[("b", f(getattr(pr.overall, c))) for c, _, f in _PRMB_COLS]])
     doc.table(["Class", *[t for _, t, _ in _PRMB_COLS]], rows)
     if "prmbench" in figs:
         doc.figure("prmbench", "PRMScore per PRMBench class (dashed: overall)")
-    oor = pr.get("out_of_range")
-    if isinstance(oor, Mapping):
+    oor = pr.out_of_range
+    if isinstance(oor, OutOfRange):
         doc.heading(3, "Out-of-range error indices")
-        policy = oor.get("policy")
-        doc.para(f"Traces naming an error index beyond their last step: {_int(oor.get('traces'))} "
-                 f"({_int(oor.get('indices'))} such indices); policy: {policy or _DASH}"
+        policy = oor.policy
+        doc.para(f"Traces naming an error index beyond their last step: {_int(oor.traces)} "
+                 f"({_int(oor.indices)} such indices); policy: {policy or _DASH}"
                  + (" (those traces left out)" if policy == "exclude" else
                     " (only the in-range indices used)" if policy == "in_range" else "") + ".")
-        by = oor.get("by_class") or {}
-        doc.table(["Class", "Traces"], [[k, _int(v)] for k, v in by.items()])
+        doc.table(["Class", "Traces"], [[k, _int(v)] for k, v in (oor.by_class or {}).items()])
         _leftover(doc, oor, ("policy", "traces", "indices", "by_class"), 4)
-    dup = pr.get("duplicates")
-    if isinstance(dup, Mapping) and dup.get("traces"):
-        ids = [str(i) for i in dup.get("ids") or []]
-        doc.para(f"Duplicate keys: {_int(dup.get('traces'))} later copies of a sample left out, the first "
+    dup = pr.duplicates
+    if isinstance(dup, Duplicates) and dup.traces:
+        ids = [str(i) for i in dup.ids or []]
+        doc.para(f"Duplicate keys: {_int(dup.traces)} later copies of a sample left out, the first "
                  f"kept as the official loader does ({', '.join(ids[:5])}{' …' if len(ids) > 5 else ''}).")
     _leftover(doc, pr, ("key", "threshold", "classes", "overall", "out_of_range", "duplicates"), 3)
 
 
-def _labels(doc: ReportDoc, lab: Mapping[str, Any], figs: set[str]) -> None:
-    if lab.get("sources"):
-        doc.para("Label sources: " + ", ".join(map(str, lab["sources"])) + ".")
+def _labels(doc: ReportDoc, lab: LabelsSection, figs: set[str]) -> None:
+    if lab.sources:
+        doc.para("Label sources: " + ", ".join(map(str, lab.sources)) + ".")
     doc.table(["Source A", "Source B", "Steps", "Agreement", "Cohen's κ"],
-              [[str(p.get("a")), str(p.get("b")), _int(p.get("steps")), _pct(p.get("agreement")),
-                _f3(p.get("kappa"))] for p in lab.get("pairs") or [] if isinstance(p, Mapping)])
-    if "traces" in lab:
-        doc.para(f"{_int(lab.get('traces'))} traces have a step labelled by both sources.")
-    if "first_error_agreement" in lab:
-        of = (f" of the {_int(lab['first_error_traces'])} traces whose first wrong step both sources know"
-              if "first_error_traces" in lab else " of traces")
-        doc.para(("b", "First-error agreement:"), " " + _pct(lab.get("first_error_agreement")),
+              [[str(p.a), str(p.b), _int(p.steps), _pct(p.agreement), _f3(p.kappa)]
+               for p in lab.pairs or [] if isinstance(p, LabelPair)])
+    if lab.has("traces"):
+        doc.para(f"{_int(lab.traces)} traces have a step labelled by both sources.")
+    if lab.has("first_error_agreement"):
+        of = (f" of the {_int(lab.first_error_traces)} traces whose first wrong step both sources know"
+              if lab.has("first_error_traces") else " of traces")
+        doc.para(("b", "First-error agreement:"), " " + _pct(lab.first_error_agreement),
                  f"{of} have the same first wrong step under both.")
     _leftover(doc, lab, ("sources", "pairs", "first_error_agreement", "first_error_traces", "traces"), 3)
 
@@ -589,27 +620,32 @@ def _seconds(x: Any) -> str:
     return _auto("seconds", x)
 
 
-def _meta(doc: ReportDoc, meta: Mapping[str, Any], figs: set[str]) -> None:
+def _meta(doc: ReportDoc, meta: MetaSection, figs: set[str]) -> None:
     rows = []
     for key, title in (("title", "Title"), ("created", "Created"), ("seconds", "Seconds")):
-        if key in meta:
-            rows.append([title, _seconds(meta[key]) if key == "seconds" else _auto(key, meta[key])])
-    if "stage_seconds" in meta and not isinstance(meta["stage_seconds"], Mapping):
-        rows.append(["Seconds by stage", _auto("stage_seconds", meta["stage_seconds"])])
+        if meta.has(key):
+            value = getattr(meta, key)
+            rows.append([title, _seconds(value) if key == "seconds" else _auto(key, value)])
+    stages = meta.stage_seconds_by_stage()
+    if meta.has("stage_seconds") and stages is None:
+        rows.append(["Seconds by stage", _auto("stage_seconds", meta.stage_seconds)])
     doc.table(["Field", "Value"], rows)
-    if meta.get("command"):
+    if meta.command:
         doc.para("Command:")
-        doc.code(str(meta["command"]))
-    stages = meta.get("stage_seconds")
-    if isinstance(stages, Mapping) and stages:  # (anything else is in the table above)
+        doc.code(str(meta.command))
+    if stages:  # (anything else is in the table above)
         doc.heading(3, "Seconds by stage")
         doc.table(["Stage", "Seconds"], [[str(k), _seconds(v)] for k, v in stages.items()])
     for key, title in (("data", "Data"), ("models", "Models"), ("seeds", "Seeds"), ("settings", "Settings")):
-        if key in meta:
+        if meta.has(key):
             doc.heading(3, title)
-            _generic(doc, meta[key], 4, key)
+            _generic(doc, getattr(meta, key), 4, key)
     _leftover(doc, meta, ("title", "created", "seconds", "command", "data", "models", "seeds", "settings",
                           "stage_seconds"), 3)
+
+
+def _monitorability(doc: ReportDoc, m: MonitorabilitySection, figs: set[str]) -> None:
+    render_monitorability(doc, m.to_dict(), figs)
 
 
 _SECTIONS: dict[str, tuple[str, Callable[[ReportDoc, Any, set[str]], None]]] = {
@@ -624,26 +660,23 @@ _SECTIONS: dict[str, tuple[str, Callable[[ReportDoc, Any, set[str]], None]]] = {
     "processbench": ("ProcessBench", _processbench),
     "prmbench": ("PRMBench", _prmbench),
     "labels": ("Labels", _labels),
-    "monitorability": ("Oversight: monitorability", render_monitorability),
+    "monitorability": ("Oversight: monitorability", _monitorability),
     "meta": ("How these numbers were produced", _meta),
 }
 
 
-def _title(results: Mapping[str, Any], title: str | None) -> str:
-    meta = results.get("meta")
-    return title or (meta.get("title") if isinstance(meta, Mapping) else None) or _DEFAULT_TITLE
+def _title(results: EvalResults, title: str | None) -> str:
+    meta = results.meta
+    return title or (meta.title if isinstance(meta, MetaSection) else None) or _DEFAULT_TITLE
 
 
-def _order(results: Mapping[str, Any]) -> list[str]:
+def _order(results: EvalResults) -> list[str]:
     known = [k for k in SECTION_ORDER[:-1] if k in results or k == "card"]
     unknown = [k for k in results if k not in SECTION_ORDER]
     return known + unknown + (["meta"] if "meta" in results else [])
 
 
-def _document(results: Mapping[str, Any], figs: set[str], title: str | None,
-              notes: Sequence[str] = ()) -> ReportDoc:
-    if not isinstance(results, Mapping):
-        raise PrmkitError(f"results must be a dict of sections, got {type(results).__name__}")
+def _document(results: EvalResults, figs: set[str], title: str | None, notes: Sequence[str] = ()) -> ReportDoc:
     doc = ReportDoc()
     doc.heading(1, _title(results, title))
     if "summary" in results:  # the verdict comes first, right under the title
@@ -658,73 +691,78 @@ def _document(results: Mapping[str, Any], figs: set[str], title: str | None,
         value = results.get(key)
         name, render = _SECTIONS.get(key, (key, None))
         doc.heading(2, name, anchor=key)
-        if render is None or (key != "card" and not isinstance(value, Mapping)):
-            _generic(doc, value, 3, key)  # unknown, or malformed: still shown, as it is
-        else:
+        if render is None or (key != "card" and isinstance(value, OtherSection)):
+            _generic(doc, value.value if isinstance(value, OtherSection) else value.to_dict(), 3, key)
+        else:  # unknown, or malformed: still shown, as it is
             render(doc, value, figs)
     return doc
 
 
 # -- figures ----------------------------------------------------------------------------------------------
 
-def render_figures(results: Mapping[str, Any]) -> dict[str, bytes]:
+def render_figures(results: EvalResults | Mapping[str, Any]) -> dict[str, bytes]:
     """PNG bytes of every figure the results can fill, by name (``bon``, ``reliability``, then each
     probe's own, such as ``gaming`` and ``length_bias``, then ``processbench_sweep``, ``prmbench``).
     Needs matplotlib (``prmkit[plot]``)."""
     from prmkit.eval import _plots
 
-    probes = results.get("probes") if isinstance(results.get("probes"), Mapping) else {}
+    results = as_results(results)
     out: dict[str, bytes] = {}
-    _draw(out, "bon", lambda b: _plots.plot_bon(b, highlight=_verdict_methods(results)), results.get("bon"))
-    _draw(out, "reliability", _plots.plot_reliability, results.get("step_metrics"))
-    for name, data in probes.items():  # a probe draws its own figures (Probe.figures), if any
-        figures = getattr(_probe(name), "figures", None)
-        if figures is not None and isinstance(data, Mapping) and data:
-            out.update({k: png for k, png in figures(data).items() if png is not None})
-    _draw(out, "processbench_sweep", _plots.plot_threshold_sweep, results.get("processbench"))
-    _draw(out, "prmbench", _plots.plot_prmbench, results.get("prmbench"))
+    _draw(out, "bon", lambda b: _plots.plot_bon(b, highlight=_verdict_methods(results)), results.bon, BonSection)
+    _draw(out, "reliability", _plots.plot_reliability, results.step_metrics, StepMetricsSection)
+    probes = results.probes
+    for name, p in (probes.named() if isinstance(probes, ProbesSection) else {}).items():
+        figures = getattr(_probe(name), "figures", None)  # a probe draws its own figures, if any
+        if figures is not None and p.numbers:
+            out.update({k: png for k, png in figures(p.numbers).items() if png is not None})
+    _draw(out, "processbench_sweep", _plots.plot_threshold_sweep, results.processbench, ProcessBenchSection)
+    _draw(out, "prmbench", _plots.plot_prmbench, results.prmbench, PRMBenchSection)
     return out
 
 
-def _verdict_methods(results: Mapping[str, Any]) -> list[str]:
+def _verdict_methods(results: EvalResults | Mapping[str, Any]) -> list[str]:
     """The methods the verdict is about (its main method and rivals, and random choice when the
     verdict names it), drawn bold in the best-of-N figure."""
-    summary = results.get("summary")
-    headline = summary.get("headline") if isinstance(summary, Mapping) else None
-    if not isinstance(headline, Mapping) or "main" not in headline:
+    summary = as_results(results).summary
+    h = summary.headline if isinstance(summary, SummarySection) else None
+    if not isinstance(h, Headline) or h.main is None:
         return []
-    names = [str(headline["main"])]
-    if isinstance(headline.get("versus"), Mapping):
-        names += [str(k) for k in headline["versus"]]
-    if headline.get("below_random"):
+    names = [str(h.main)]
+    if isinstance(h.versus, dict):
+        names += [str(k) for k in h.versus]
+    if h.below_random:
         names.append("random")
     return names
 
 
-def _draw(out: dict[str, bytes], name: str, plot: Callable[[Any], bytes | None], data: Any) -> None:
-    if isinstance(data, Mapping) and data:
-        png = plot(data)
+def _draw(out: dict[str, bytes], name: str, plot: Callable[[Any], bytes | None], section: Any,
+          cls: type) -> None:
+    # The plots read the section's JSON form (plots.py draws from files too).
+    if isinstance(section, cls) and section.to_dict():
+        png = plot(section.to_dict())
         if png is not None:
             out[name] = png
 
 
 # -- public renderers ---------------------------------------------------------------------------------------
 
-def render_markdown(results: Mapping[str, Any],
+def render_markdown(results: EvalResults | Mapping[str, Any],
                     figure_paths: Mapping[str, str | os.PathLike] | None = None, *,
                     title: str | None = None) -> str:
     """The report as Markdown; ``figure_paths`` maps a figure name (see :func:`render_figures`) to the
-    path the Markdown links (relative to the Markdown file). Figures not in it are left out."""
+    path the Markdown links (relative to the Markdown file). Figures not in it are left out.
+    ``results``: typed (:class:`~prmkit.eval.EvalResults`) or a results dict, read section by section."""
     paths = dict(figure_paths or {})
-    return _to_markdown(_document(results, set(paths), title), paths)
+    return _to_markdown(_document(as_results(results), set(paths), title), paths)
 
 
-def render_html(results: Mapping[str, Any], figures_png_bytes: Mapping[str, bytes] | None = None, *,
-                title: str | None = None) -> str:
+def render_html(results: EvalResults | Mapping[str, Any], figures_png_bytes: Mapping[str, bytes] | None = None,
+                *, title: str | None = None) -> str:
     """The report as one self-contained HTML page: inline CSS, figures embedded as
     ``data:image/png;base64`` URIs, no scripts and no external resources."""
     figs = dict(figures_png_bytes or {})
-    return _to_html(_document(results, set(figs), title), figs, _title(results, title))
+    typed = as_results(results)
+    return _to_html(_document(typed, set(figs), title), figs, _title(typed, title))
 
 
 def _jsonable(x: Any) -> Any:
@@ -747,27 +785,31 @@ def _jsonable(x: Any) -> Any:
     return str(x)
 
 
-def write_report(results: Mapping[str, Any], out_dir: str | os.PathLike, *, title: str | None = None,
-                 figures: bool | None = None) -> dict[str, Path]:
+def write_report(results: EvalResults | Mapping[str, Any], out_dir: str | os.PathLike, *,
+                 title: str | None = None, figures: bool | None = None) -> dict[str, Path]:
     """Write ``report.json``, ``report.md`` (+ ``figures/*.png``) and a self-contained ``report.html``
     into ``out_dir``; returns their paths (keys ``json``, ``markdown``, ``html``, and
     ``figure:<name>`` per PNG).
+
+    ``results``: typed (:class:`~prmkit.eval.EvalResults`, what the demo composes) or a results dict
+    (what :func:`load_results` reads). ``report.json`` is its JSON form (NaN written as null, numpy
+    numbers as Python's); the Markdown and HTML render the typed sections read back from that form, so
+    the three files always show the same numbers.
 
     ``figures``: None draws them when matplotlib is installed and otherwise says in the report how to
     get them; True requires matplotlib (:class:`~prmkit.errors.MissingDependencyError` without it);
     False draws none.
     """
-    if not isinstance(results, Mapping):
-        raise PrmkitError(f"results must be a dict of sections, got {type(results).__name__}")
+    data = _jsonable(as_results(results).to_dict())
+    typed = EvalResults.from_dict(data)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    data = _jsonable(results)
     written: dict[str, Path] = {}
     pngs: dict[str, bytes] = {}
     notes: list[str] = []
     if figures is not False:
         try:
-            pngs = render_figures(data)
+            pngs = render_figures(typed)
         except MissingDependencyError as e:
             if figures:
                 raise
@@ -784,11 +826,11 @@ def write_report(results: Mapping[str, Any], out_dir: str | os.PathLike, *, titl
     write_text_file(written["json"], json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False,
                                                 allow_nan=False) + "\n", lock=True)
     written["markdown"] = out / "report.md"
-    write_text_file(written["markdown"], _to_markdown(_document(data, set(fig_paths), title, notes),
+    write_text_file(written["markdown"], _to_markdown(_document(typed, set(fig_paths), title, notes),
                                                       fig_paths), lock=True)
     written["html"] = out / "report.html"
-    write_text_file(written["html"], _to_html(_document(data, set(pngs), title, notes), pngs,
-                                              _title(data, title)), lock=True)
+    write_text_file(written["html"], _to_html(_document(typed, set(pngs), title, notes), pngs,
+                                              _title(typed, title)), lock=True)
     return written
 
 

@@ -31,6 +31,7 @@ from typing import Any
 
 from prmkit.errors import PrmkitError
 from prmkit.eval._metrics import f1_score
+from prmkit.eval._results import ScorerSteps
 from prmkit.eval._stats import auroc
 from prmkit.trace import Trace, binarize
 
@@ -83,6 +84,14 @@ class StepMetrics:
                 "f1_correct": self.f1_correct, "accuracy": self.accuracy,
                 "error_precision": self.error_precision, "error_recall": self.error_recall,
                 "ece": self.ece, "brier": self.brier, "bins": [b.to_dict() for b in self.bins]}
+
+    def section_entry(self) -> ScorerSteps:
+        """This scorer's entry of the report's ``step_metrics`` section."""
+        return ScorerSteps.from_dict(self.to_dict())
+
+    def lines(self) -> list[str]:
+        """One line for a terminal (:meth:`summary`)."""
+        return [self.summary()]
 
     def summary(self) -> str:
         """One line for a log."""

@@ -13,11 +13,12 @@ verdict from scored traces.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from prmkit.eval._bon import BonCurves, BonMethod, bon_curves, default_methods
+from prmkit.eval._results import BonLiveSection, BonSection, CheckedSection, Headline, Rival, SummarySection
 from prmkit.trace import Trace
 
 __all__ = ["MAIN_METHOD", "RIVALS", "EXTRA_COMPARISONS", "BonReport", "bon_report", "bon_verdict",
@@ -147,6 +148,20 @@ class BonReport:
             out["summary"] = self.summary
         return out
 
+    def bon_section(self, kind: str = "bon") -> BonSection:
+        """The curves as the report's section ``kind`` (``bon``, or ``bon_live`` for a second pair)."""
+        cls = BonLiveSection if kind == "bon_live" else BonSection
+        return cls.from_dict(self.curves.to_dict())
+
+    def summary_section(self) -> SummarySection | None:
+        """The verdict as the report's section ``summary`` (None: no main method to judge)."""
+        return None if self.summary is None else SummarySection.from_dict(self.summary)
+
+    def checked_section(self) -> CheckedSection:
+        """Curves and verdict together, as the report's section ``checked``
+        (:func:`checked_bon_report`)."""
+        return CheckedSection.from_dict(self.to_dict())
+
 
 def bon_report(traces: Iterable[Trace], *, prm_key: str = "prm", orm_key: str = "orm",
                bootstrap: int = 1000, seed: int = 0, main: str = MAIN_METHOD,
@@ -241,7 +256,7 @@ def checked_bon_report(traces: Iterable[Trace], *, key: str = "prm+calculator", 
                       extra_comparisons=((wanted.weighted.name, "majority"),), methods=methods)
 
 
-def headline_sentence(summary: dict[str, Any], lead: str = "") -> str:
+def headline_sentence(summary: SummarySection | Mapping[str, Any], lead: str = "") -> str:
     """One sentence of a :func:`bon_verdict` result's numbers: the main method's accuracy and each
     rival's paired difference with its interval and call (for a verdict that names a second one).
 
@@ -250,15 +265,16 @@ def headline_sentence(summary: dict[str, Any], lead: str = "") -> str:
     ...     "C": None}}}, lead="With a check,"))
     With a check, at N=4 A chose a correct answer for 50.0%: against B +25.0 points [+5.0, +40.0] (A beat B); C not evaluated.
     """
-    h = summary.get("headline") or {}
-    if "main" not in h:
+    s = summary if isinstance(summary, SummarySection) else SummarySection.from_dict(summary)
+    h = s.headline
+    if not isinstance(h, Headline) or h.main is None:
         return f"{lead} no best-of-N result.".strip()
     parts = []
-    for rival, v in (h.get("versus") or {}).items():
-        if not v or v.get("acc_diff") is None:
+    for rival, v in (h.versus or {}).items():
+        if not isinstance(v, Rival) or v.acc_diff is None:
             parts.append(f"{rival} not evaluated")
         else:
-            parts.append(f"against {rival} {_pts(v['acc_diff'])} points [{_pts(v.get('acc_diff_lo'))}, "
-                         f"{_pts(v.get('acc_diff_hi'))}] ({v.get('call', '')})")
-    head = f"{lead} at N={h.get('n')} {h['main']} chose a correct answer for {_pct(h.get('main_acc'))}".strip()
+            parts.append(f"against {rival} {_pts(v.acc_diff)} points [{_pts(v.acc_diff_lo)}, "
+                         f"{_pts(v.acc_diff_hi)}] ({'' if v.call is None else v.call})")
+    head = f"{lead} at N={h.n} {h.main} chose a correct answer for {_pct(h.main_acc)}".strip()
     return head[:1].upper() + head[1:] + (": " + "; ".join(parts) if parts else "") + "."
