@@ -1,6 +1,9 @@
 """Error injection: each type's exact wrong trace on a fixed arith and a fixed GSM8K-style problem (worked
 out by hand below), labels by construction, the symbolic checker agreeing on the first wrong step,
-determinism, ``derive_file`` and ``prmkit data derive``."""
+determinism, ``derive_file`` and ``prmkit data derive``; at the end, the types for word problems of
+issue 47 (misread_rate, premature_answer) on more GSM8K-style problems, the plausibility of injected
+answers and the hard negatives (plausible errors only, correct traces reshaped to the wrong traces'
+step counts)."""
 
 from __future__ import annotations
 
@@ -10,7 +13,16 @@ import json
 import pytest
 
 from prmkit.cli import main
-from prmkit.data import ERROR_TYPES, DeriveReport, derive_file, derive_traces, inject_errors, read
+from prmkit.data import (
+    ERROR_TYPES,
+    PLAUSIBLE_FACTOR,
+    DeriveReport,
+    derive_file,
+    derive_traces,
+    inject_errors,
+    plausible,
+    read,
+)
 from prmkit.envs import ArithConfig, ArithEnv, SymbolicChecker
 from prmkit.errors import PrmkitError
 from prmkit.generate import load_problems
@@ -48,6 +60,10 @@ ARITH = {
     "unsupported_answer": (Z[:3] + ["The answer is 3."], 3, "3"),
     # 3 * 3 = 9 (another quantity), and the next step goes on from the true 12
     "right_answer_wrong_step": (["The pencils become four times as many: 3 * 3 = 9."] + Z[1:], 0, "4"),
+    # "twice as large" read the wrong way round: 2 / 2 = 1 ("four times": 3 / 4 is not a whole number)
+    "misread_rate": (Z[:2] + ["The pencils become twice as many: 2 / 2 = 1.", "The answer is 1."], 2, "1"),
+    # stops after the first step (seed 0 draws it; after the second, "The answer is 2." is the other)
+    "premature_answer": ([Z[0], "The answer is 12."], 1, "12"),
 }
 
 MIA = Problem("Mia buys 3 boxes of 12 pencils. She gives 8 pencils to her brother and shares the rest equally "
@@ -75,6 +91,10 @@ GSM8K = {
     "unsupported_answer": (M[:3] + ["The answer is 8."], 3, "8"),
     # 28 -> 30, and the last step still divides the true 28
     "right_answer_wrong_step": ([M[0], "After giving 8 away she has 36-8=30 pencils."] + M[2:], 1, "7"),
+    # stops after the first step: its 36 stated as the answer
+    "premature_answer": ([M[0], "The answer is 36."], 1, "36"),
+    # misread_rate does not apply: Mia's problem states no rate ("among 4 friends" is a count); see
+    # tests/data/test_derive_hard.py for the problems it is tested on
 }
 
 
@@ -122,7 +142,7 @@ def test_each_type_on_an_arith_problem(error_type):
     assert t.id == f"arith-5-0:derived:0:{error_type}" and t.source == "derived:arith"
 
 
-@pytest.mark.parametrize("error_type", ERROR_TYPES)
+@pytest.mark.parametrize("error_type", sorted(GSM8K))
 def test_each_type_on_a_gsm8k_style_problem(error_type):
     steps, wrong, final = GSM8K[error_type]
     check_trace(one(MIA, error_type), error_type, steps, wrong, final, "7")
@@ -147,7 +167,8 @@ def test_the_checker_finds_the_injected_step(error_type):
     for t in inject_errors(problems, error_types=[error_type], correct_fraction=0.0, per_problem=2):
         assert first_checker_error(t)[0] == t.meta["derived"]["step"], [s.text for s in t.steps]
         made += 1
-    assert made >= 20
+    # an arith multiple read inverted rarely divides evenly ("three times" -> /3): 9 of the 40 allow it
+    assert made >= (5 if error_type == "misread_rate" else 20)
 
 
 def test_checker_verdicts_by_type():
@@ -158,7 +179,8 @@ def test_checker_verdicts_by_type():
                    "wrong_operand": "unknown_quantity", "dropped_step": "wrong_value",
                    "duplicated_step": "wrong_value", "invented_quantity": "unknown_quantity",
                    "unit_scale_slip": "arithmetic_error", "unsupported_answer": "unsupported_answer",
-                   "right_answer_wrong_step": "wrong_value"}
+                   "right_answer_wrong_step": "wrong_value", "misread_rate": "wrong_value",
+                   "premature_answer": "wrong_answer"}
 
 
 def test_later_steps_continue_consistently():
@@ -192,14 +214,14 @@ def test_deterministic_and_per_problem():
 
 
 def test_per_problem_gives_different_types_and_correct_fraction():
-    ts = list(inject_errors([ZOE], per_problem=9, correct_fraction=1.0))
+    ts = list(inject_errors([ZOE], per_problem=len(ERROR_TYPES), correct_fraction=1.0))
     assert values(ts[0]) == [1, 1, 1, 1] and ts[0].outcome == "correct" and ts[0].id == "arith-5-0:derived:correct"
     wrong = ts[1:]
     assert sorted(t.meta["derived"]["error_type"] for t in wrong) == sorted(ERROR_TYPES)
-    assert len({tuple(s.text for s in t.steps) for t in wrong}) == 9
+    assert len({tuple(s.text for s in t.steps) for t in wrong}) == len(ERROR_TYPES)
     # twice as many slots as types: every trace still different
-    many = list(inject_errors([ZOE], per_problem=18, correct_fraction=0.0))
-    assert len(many) == 18 and len({tuple(s.text for s in t.steps) for t in many}) == 18
+    many = list(inject_errors([ZOE], per_problem=2 * len(ERROR_TYPES), correct_fraction=0.0))
+    assert len(many) == 2 * len(ERROR_TYPES) and len({tuple(s.text for s in t.steps) for t in many}) == len(many)
     # the correct trace comes with about the asked share of problems
     problems = ArithEnv(ArithConfig(steps=2)).problems(60)
     report = DeriveReport()
@@ -349,3 +371,135 @@ def test_math_rows_skip_what_does_not_parse(shared_data):
     for t in ts:
         k = t.meta["derived"]["step"]
         assert values(t) == [1] * k + [-1] + [None] * (len(t.steps) - k - 1)
+
+
+# "half as many": 48/2 = 24 in May, 72 in all.
+NOA = Problem("Noa sold 48 cups of lemonade in April and half as many in May. How many cups did she sell in "
+              "April and May?", answer="72", id="noa",
+              solution="Noa sold 48/2=<<48/2=24>>24 cups in May.\nShe sold 48+24=<<48+24=72>>72 cups in all.\n#### 72")
+# "$12 an hour" for 50 minutes: 12/60 = 0.2 a minute, 10 in all.
+IVO = Problem("Ivo earns $12 an hour. He works 50 minutes. How much does he earn?", answer="10", id="ivo",
+              solution="He earns 12/60=<<12/60=0.2>>0.2 dollars per minute.\nIn 50 minutes he earns "
+                       "0.2*50=<<0.2*50=10>>10 dollars.\n#### 10")
+
+
+@pytest.mark.parametrize(("problem", "error_type", "steps", "wrong", "final"), [
+    # "half as many" read the wrong way round: 48*2 = 96 in May, 48+96 = 144 in all
+    (NOA, "misread_rate", ["Noa sold 48*2=96 cups in May.", "She sold 48+96=144 cups in all.", "The answer is 144."],
+     0, "144"),
+    # the hour-to-minute conversion inverted: 12*60 = 720 a minute, 720*50 = 36000 (the 12 before the
+    # operator is left as it is: only an operand after its operator is inverted)
+    (IVO, "misread_rate", ["He earns 12*60=720 dollars per minute.", "In 50 minutes he earns 720*50=36000 dollars.",
+                           "The answer is 36000."], 0, "36000"),
+    # stops after May's sales: the answer line (step 1) states 24
+    (NOA, "premature_answer", ["Noa sold 48/2=24 cups in May.", "The answer is 24."], 1, "24"),
+    (IVO, "premature_answer", ["He earns 12/60=0.2 dollars per minute.", "The answer is 0.2."], 1, "0.2"),
+])
+def test_new_types_on_gsm8k_style_problems(problem, error_type, steps, wrong, final):
+    t = one(problem, error_type)
+    check_trace(t, error_type, steps, wrong, final, problem.answer)
+    assert len(list(inject_errors([problem], error_types=[error_type], per_problem=5, correct_fraction=0.0))) == 1
+
+
+def test_misread_rate_names_the_relation_and_needs_one():
+    assert "'half' inverted: /2 -> *2" in one(NOA, "misread_rate").meta["derived"]["edit"]
+    assert "'60 for hour' inverted" in one(IVO, "misread_rate").meta["derived"]["edit"]
+    # Mia's problem states no rate, multiple or time unit: nothing to misread
+    report = DeriveReport()
+    assert list(inject_errors([MIA], error_types=["misread_rate"], report=report)) == []
+    assert report.skipped == {"no error type applies": 1}
+
+
+def test_plausible():
+    assert PLAUSIBLE_FACTOR == 3
+    # within a factor 3 (21 and 7/3 ≈ 2.33 at the edges), whole where the answer is, same sign
+    assert [plausible(g, "7") for g in ("11", "21", "22", "3", "2", "70", "7.5", "-2", "x", None)] == \
+        [True, True, False, True, False, False, False, False, False, False]
+    assert plausible("0.5", "0.25") and plausible("-6", "-4") and plausible("1,200", "1000")
+    assert plausible("2.5", "1.5")                 # a decimal answer allows a decimal one
+    assert plausible("3", r"\frac{1}{2}") is None  # not a plain number: nothing to compare
+
+
+def test_plausibility_is_recorded_and_kept_with_hard_negatives():
+    # Hand-derived: Noa's misread 144 is within 3x of 72, its premature 24 just is (72/3); Ivo's
+    # 36000 and 0.2 (sizes below 1 count as 1, 10x off) are not; Mia's premature 36 and 28 are not.
+    assert [one(p, et).meta["derived"]["plausible"] for p, et in
+            [(NOA, "misread_rate"), (NOA, "premature_answer"), (IVO, "misread_rate"), (IVO, "premature_answer"),
+             (MIA, "premature_answer")]] == [True, True, False, False, False]
+    report = DeriveReport()
+    assert list(inject_errors([IVO, MIA], error_types=["misread_rate", "premature_answer"], hard_negatives=True,
+                              correct_fraction=0.0, report=report)) == []
+    assert report.skipped == {"no plausible error applies": 2}
+    # the property, on 15 arith problems: every wrong trace records plausible(final answer, answer);
+    # with hard negatives each one is plausible, and some were not without
+    problems = ArithEnv(ArithConfig(steps=(2, 5), distractors=1, seed=3)).problems(15)
+    for hard in (False, True):
+        ts = list(inject_errors(problems, per_problem=2, correct_fraction=0.0, hard_negatives=hard))
+        got = [t.meta["derived"]["plausible"] for t in ts]
+        assert got == [plausible(t.final_answer, t.problem.answer) for t in ts]
+        assert all(got) if hard else 0 < got.count(False) < len(got)
+
+
+def test_correct_traces_take_the_wrong_traces_step_counts():
+    # Mia at seed 0: the wrong trace drops the giving step (3 steps), so the correct one merges two
+    # steps, the second said by its equation alone, every step still +1
+    (right, bad) = inject_errors([MIA], correct_fraction=1.0, hard_negatives=True, seed=0)
+    assert bad.meta["derived"]["error_type"] == "dropped_step" and len(bad.steps) == 3
+    assert [s.text for s in right.steps] == ["Mia has 3*12=36 pencils. So 36-8 = 28.",
+                                             "Each friend gets 28/4=7 pencils.", "The answer is 7."]
+    assert values(right) == [1, 1, 1] and right.outcome == "correct"
+    assert right.meta["derived"]["reshaped"] == {"merged": 1, "restated": 0}
+    assert right.provenance[-1].args["hard_negatives"] is True
+    right.check_spans()
+    # a duplicated step (5 steps): the correct trace says one equation again, after its step
+    (right, bad) = inject_errors([MIA], error_types=["duplicated_step"], correct_fraction=1.0, hard_negatives=True,
+                                 seed=0)
+    assert len(bad.steps) == 5 and [s.text for s in bad.steps][2] == "After giving 8 away she has 28-8=20 pencils."
+    assert [s.text for s in right.steps] == ["Mia has 3*12=36 pencils.", "After giving 8 away she has 36-8=28 pencils.",
+                                             "Each friend gets 28/4=7 pencils.", "So 28/4 = 7.", "The answer is 7."]
+    assert values(right) == [1] * 5 and right.meta["derived"]["reshaped"] == {"merged": 0, "restated": 1}
+    # without hard negatives the correct trace is the reference, as before
+    plain = next(inject_errors([MIA], correct_fraction=1.0, seed=0))
+    assert [s.text for s in plain.steps] == M
+    assert "reshaped" not in plain.meta["derived"] and "hard_negatives" not in plain.provenance[-1].args
+
+
+def test_hard_negatives_are_deterministic_and_round_trip(tmp_path):
+    problems = [NOA, IVO, MIA, ZOE, *ArithEnv(ArithConfig(steps=(2, 4), distractors=1, seed=2)).problems(3)]
+    a = [without_times(t) for t in inject_errors(problems, per_problem=2, seed=4, hard_negatives=True)]
+    assert a == [without_times(t) for t in inject_errors(problems, per_problem=2, seed=4, hard_negatives=True)]
+    assert a != [without_times(t) for t in inject_errors(problems, per_problem=2, seed=5, hard_negatives=True)]
+    assert any("reshaped" in d["meta"]["derived"] for d in a)
+    # through the trace JSON and a file, every field kept
+    ts = list(inject_errors(problems, per_problem=2, seed=4, hard_negatives=True))
+    assert [Trace.from_dict(json.loads(json.dumps(t.to_dict()))).to_dict() for t in ts] == [t.to_dict() for t in ts]
+    derive_file(problems, tmp_path / "h.jsonl", per_problem=2, seed=4, hard_negatives=True)
+    assert [without_times(t) for t in read_traces(tmp_path / "h.jsonl")] == a
+
+
+def test_cli_hard_negatives(tmp_path, capsys):
+    src = tmp_path / "mini.jsonl"
+    src.write_text("".join(json.dumps({"question": p.text, "answer": p.solution}) + "\n" for p in (NOA, IVO, MIA)))
+    code, out, _ = run_cli(["data", "derive", str(src), str(tmp_path / "cli.jsonl"), "-e", "misread_rate",
+                            "-e", "premature_answer", "--hard-negatives", "--seed", "2"], capsys)
+    # Noa's two errors are plausible; Ivo's and Mia's are not (see above)
+    assert code == 0 and "from 1 of 3 problems; 2 skipped (2× no plausible error applies)" in out
+    derive_file(src, tmp_path / "api.jsonl", error_types=["misread_rate", "premature_answer"], hard_negatives=True,
+                seed=2)
+    assert [without_times(t) for t in read_traces(tmp_path / "cli.jsonl")] == \
+        [without_times(t) for t in read_traces(tmp_path / "api.jsonl")]
+
+
+@pytest.mark.realdata
+def test_gsm8k_train_hard_negatives(shared_data):
+    refs = [t for _, t in zip(range(60), read(shared_data / "gsm8k" / "train.jsonl"), strict=False)]
+    report = DeriveReport()
+    ts = list(inject_errors(refs, per_problem=2, correct_fraction=0.5, hard_negatives=True, report=report))
+    assert report.problems >= 55 and "premature_answer" in report.by_type
+    for t in ts:
+        d = t.meta["derived"]
+        if d["kind"] == "correct":
+            assert values(t) == [1] * len(t.steps) and t.outcome == "correct"
+        else:
+            assert d["plausible"] is True and plausible(t.final_answer, t.problem.answer)
+            assert values(t) == [1] * d["step"] + [-1] + [None] * (len(t.steps) - d["step"] - 1)

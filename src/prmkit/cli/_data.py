@@ -283,6 +283,9 @@ def derive(
     correct_fraction: Annotated[float, typer.Option(
         help="Chance that a problem also gives its correct reference trace.")] = 0.5,
     seed: Annotated[int, typer.Option(help="Seed of the injected errors.")] = 0,
+    hard_negatives: Annotated[bool, typer.Option(
+        "--hard-negatives", help="Only errors whose final answer looks plausible (whole where the right one is, "
+        "within a factor 3 of it), and correct traces given the step counts of the wrong ones.")] = False,
     from_: FromOpt = None,
     env: Annotated[str | None, typer.Option(help="Problems from a built-in environment (arith) instead of IN.")] = None,
     problems: Annotated[int, typer.Option(help="--env: how many problems.")] = 50,
@@ -300,6 +303,7 @@ def derive(
     from the wrong value. A problem without a usable reference is skipped and counted.
 
     Example: prmkit data derive ../shared/data/gsm8k/train.jsonl derived.jsonl --per-problem 3 --seed 0
+    Example: prmkit data derive --env arith --problems 40 --steps 2-5 -e misread_rate -e premature_answer --hard-negatives hard.jsonl
     Example: prmkit data derive --env arith --problems 400 --steps 2-5 --distractors 1 --env-seed 101 out.jsonl
     """
     from prmkit.data import derive_file
@@ -317,7 +321,7 @@ def derive(
         inp = load_problems(env=env, n=problems, start=start, steps=steps, ops=ops, max_operand=max_operand,
                             distractors=distractors, env_seed=env_seed)[0]
     report = derive_file(inp, paths[-1], error_types=error_type, per_problem=per_problem,
-                         correct_fraction=correct_fraction, seed=seed, fmt=from_)
+                         correct_fraction=correct_fraction, seed=seed, hard_negatives=hard_negatives, fmt=from_)
     console.print(f"wrote {paths[-1]}: {report.summary()}", highlight=False, soft_wrap=True)
     console.print("by error type: " + ", ".join(f"{t} {n}" for t, n in sorted(report.by_type.items())),
                   highlight=False, soft_wrap=True)

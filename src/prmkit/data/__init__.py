@@ -44,7 +44,7 @@ from prmkit.data._hf import (
     to_hf_dataset,
     write_parquet,
 )
-from prmkit.data._inject import arith_path_values
+from prmkit.data._inject import PLAUSIBLE_FACTOR, arith_path_values, plausible
 from prmkit.data._prm800k import prm800k_alternatives
 from prmkit.data._prmbench import prmbench_original
 from prmkit.data._reference import strip_calculations
@@ -72,5 +72,6 @@ __all__ = [
     "prm800k_alternatives", "prmbench_original",
     "TraceStats", "compute_stats",
     "derive_traces", "gsm8k_derived_traces", "inject_errors", "derive_file", "DeriveReport", "ERROR_TYPES",
+    "plausible", "PLAUSIBLE_FACTOR",
     "strip_calculations",
 ]

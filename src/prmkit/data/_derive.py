@@ -40,7 +40,7 @@ from typing import Any
 
 from prmkit._durable import check_inputs, durable_file
 from prmkit.data._format import ImportReport, read
-from prmkit.data._inject import ERROR_TYPES, candidates
+from prmkit.data._inject import ERROR_TYPES, candidates, equations
 from prmkit.data._reference import _decimal, _make_trace, _nearby, _Reference, _reference
 from prmkit.errors import PrmkitError
 from prmkit.trace import Problem, Trace, TraceWriter
@@ -81,18 +81,19 @@ def _check_types(error_types: Iterable[str] | None) -> tuple[str, ...]:
 
 
 def _typed(ref: _Reference, types: Sequence[str], count: int, seed: int, args: dict[str, Any],
-           fallbacks: Counter | None = None) -> list[Trace]:
+           fallbacks: Counter | None = None, plausible_only: bool = False) -> list[Trace]:
     """Up to ``count`` different wrong traces of ``ref``. Slot ``i`` gets the type ``types[(o + i) %
     len(types)]`` for a per-problem offset ``o`` (so a file gets an even mix), or when that one does
     not apply another drawn among those that do; the draws depend only on the seed, the problem and
-    the slot."""
+    the slot. ``plausible_only``: only errors whose final answer is plausible (a problem whose answer
+    is not a plain number keeps every error: nothing to compare)."""
     cache: dict[str, list] = {}
     used: set[tuple[str, ...]] = set()
     offset = random.Random(f"inject:{seed}:{ref.base_id}").randrange(len(types))
     out = []
     def options(t: str) -> list:
         if t not in cache:
-            cache[t] = candidates(ref, t)
+            cache[t] = [c for c in candidates(ref, t) if not plausible_only or c.plausible is not False]
         return [c for c in cache[t] if c.key not in used]
 
     for i in range(count):
@@ -112,7 +113,7 @@ def _typed(ref: _Reference, types: Sequence[str], count: int, seed: int, args: d
         w = pick.wrong
         labels: list[int | None] = [1] * w + [-1] + [None] * (len(pick.steps) - w - 1)
         derived = {"error_type": t, "step": w, **pick.detail,
-                   "answer_changed": pick.steps[-1] != ref.steps[-1]}
+                   "answer_changed": pick.steps[-1] != ref.steps[-1], "plausible": pick.plausible}
         out.append(_make_trace(ref, pick.steps, labels, kind="corrupted", trace_id=f"{ref.base_id}:derived:{i}:{t}",
                                label_args={"seed": seed, "error_type": t}, args={**args, "error_type": t},
                                derived=derived, wrong_meta={"verdict": t, "reason": pick.detail["edit"]}))
@@ -122,6 +123,40 @@ def _typed(ref: _Reference, types: Sequence[str], count: int, seed: int, args: d
 def _correct(ref: _Reference, seed: int, args: dict[str, Any]) -> Trace:
     return _make_trace(ref, list(ref.steps), [1] * len(ref.steps), kind="correct", label_args={"seed": seed},
                        args=args, derived={})
+
+
+# A restating step a reshaped correct trace may carry: an equation the solution computed, said again.
+_RESTATE = ("So {eq}.", "That is, {eq}.", "Check: {eq}.")
+
+
+def _reshaped(ref: _Reference, delta: int, rng: random.Random, seed: int, args: dict[str, Any]) -> Trace:
+    """The correct trace of ``ref`` with ``delta`` steps more (a reasoning step's equation said again
+    after it: "So 36-8 = 28.") or fewer (two adjacent reasoning steps written as one line), as far as
+    the reference allows. Every step is still right; what changes is the step count, which would
+    otherwise tell a dropped step, a premature answer or a duplicated step from a right trace."""
+    steps = list(ref.steps)
+    answer = steps.pop() if ref.answer_line else None
+    merged = restated = 0
+    eq_of = dict(equations(ref))
+    origin = list(range(len(steps)))  # the reference step each line ends with
+    while delta < 0 and len(steps) > 1:
+        i = rng.randrange(len(steps) - 1)
+        # the second step said by its equation alone, as a terse solver writes it (a dropped step or
+        # a premature answer makes a wrong trace shorter in characters too, not only in steps)
+        second = f"So {eq_of[origin[i + 1]]}." if origin[i + 1] in eq_of else steps[i + 1].lstrip()
+        steps[i:i + 2] = [f"{steps[i].rstrip()} {second}"]
+        origin[i:i + 2] = [origin[i + 1]]
+        delta, merged = delta + 1, merged + 1
+    if delta > 0:
+        eqs = [(k, e) for k, e in equations(ref) if k < len(steps)]
+        chosen = sorted(rng.sample(eqs, min(delta, len(eqs))), reverse=True)
+        for k, e in chosen:  # from the last, so earlier positions hold
+            steps.insert(k + 1, rng.choice(_RESTATE).format(eq=e))
+        restated = len(chosen)
+    if answer is not None:
+        steps.append(answer)
+    return _make_trace(ref, steps, [1] * len(steps), kind="correct", label_args={"seed": seed}, args=args,
+                       derived={"reshaped": {"merged": merged, "restated": restated}})
 
 
 def derive_traces(items: Iterable[Problem | Trace], *, seed: int = 0, corrupt_fraction: float = 0.5,
@@ -243,7 +278,7 @@ def _usable(item: Problem | Trace, index: int) -> tuple[_Reference | None, str |
 
 def inject_errors(items: Iterable[Problem | Trace], *, error_types: Sequence[str] | None = None,
                   per_problem: int = 1, correct_fraction: float = 0.5, seed: int = 0,
-                  report: DeriveReport | None = None) -> Iterator[Trace]:
+                  hard_negatives: bool = False, report: DeriveReport | None = None) -> Iterator[Trace]:
     """Wrong traces of the types in ``error_types`` (default: all of :data:`ERROR_TYPES`) from
     reference solutions, ``per_problem`` different ones per problem (types in turn, so a file gets an
     even mix), and each problem's correct trace with probability ``correct_fraction``.
@@ -253,6 +288,14 @@ def inject_errors(items: Iterable[Problem | Trace], *, error_types: Sequence[str
     solution gives that solution, so a file of policy samples gives each problem once). A problem
     without a usable reference, or to which none of the types applies, is skipped and counted in
     ``report`` with its reason. Each trace depends only on the problem, its slot and ``seed``.
+
+    Every wrong trace's ``meta["derived"]["plausible"]`` says whether its final answer could pass for
+    the right one by its look (:func:`~prmkit.data.plausible`; None when the answer is not a plain
+    number). ``hard_negatives``: make only such errors (a problem that allows none is skipped), and
+    give each correct trace the step count of one of its problem's wrong traces, drawn at random, by
+    writing two of its steps as one line or saying an equation again (``meta["derived"]["reshaped"]``),
+    so that neither the answer nor the shape of a trace gives its label away (``benchmarks/derive_cues.py``
+    measures what is left).
     """
     types = _check_types(error_types)
     if per_problem < 1:
@@ -260,8 +303,10 @@ def inject_errors(items: Iterable[Problem | Trace], *, error_types: Sequence[str
     if not 0.0 <= correct_fraction <= 1.0:
         raise PrmkitError(f"correct_fraction must lie in [0, 1], got {correct_fraction}")
     report = report if report is not None else DeriveReport()
-    args = {"seed": seed, "error_types": list(types), "per_problem": per_problem,
-            "correct_fraction": correct_fraction}
+    args: dict[str, Any] = {"seed": seed, "error_types": list(types), "per_problem": per_problem,
+                            "correct_fraction": correct_fraction}
+    if hard_negatives:  # only when on, so that the traces made without it stay as they were
+        args["hard_negatives"] = True
     seen: set[str] = set()
     for index, item in enumerate(items):
         report.items += 1
@@ -273,16 +318,21 @@ def inject_errors(items: Iterable[Problem | Trace], *, error_types: Sequence[str
             report.skipped["problem already derived"] += 1
             continue
         seen.add(key)
-        wrong = _typed(ref, types, per_problem, seed, args, report.fallbacks)
+        wrong = _typed(ref, types, per_problem, seed, args, report.fallbacks, plausible_only=hard_negatives)
         if not wrong:
-            report.skipped["no error type applies"] += 1
+            report.skipped["no plausible error applies" if hard_negatives else "no error type applies"] += 1
             continue
         report.problems += 1
         report.short += per_problem - len(wrong)
         if random.Random(f"inject:{seed}:{ref.base_id}:correct").random() < correct_fraction:
             report.traces += 1
             report.correct += 1
-            yield _correct(ref, seed, args)
+            if hard_negatives:
+                rng = random.Random(f"inject:{seed}:{ref.base_id}:shape")
+                delta = len(rng.choice(wrong).steps) - len(ref.steps)
+                yield _reshaped(ref, delta, rng, seed, args)
+            else:
+                yield _correct(ref, seed, args)
         for t in wrong:
             report.traces += 1
             report.by_type[t.meta["derived"]["error_type"]] += 1
@@ -291,7 +341,7 @@ def inject_errors(items: Iterable[Problem | Trace], *, error_types: Sequence[str
 
 def derive_file(inp: str | os.PathLike | Iterable[Problem | Trace], out: str | os.PathLike, *,
                 error_types: Sequence[str] | None = None, per_problem: int = 1, correct_fraction: float = 0.5,
-                seed: int = 0, fmt: str | None = None) -> DeriveReport:
+                seed: int = 0, hard_negatives: bool = False, fmt: str | None = None) -> DeriveReport:
     """:func:`inject_errors` from a file of problems with reference solutions (any format ``prmkit.data``
     reads, ``fmt`` detected when None; or an iterable of Problems / Traces, as
     ``prmkit.generate.load_problems`` gives) into the prmkit JSONL file ``out``. Written to a temporary
@@ -314,7 +364,8 @@ def derive_file(inp: str | os.PathLike | Iterable[Problem | Trace], out: str | o
     src = inp if isinstance(inp, (str, os.PathLike)) else None
     with durable_file(out, inputs=[src]) as partial, TraceWriter(partial) as w:
         for t in inject_errors(items, error_types=error_types, per_problem=per_problem,
-                               correct_fraction=correct_fraction, seed=seed, report=report):
+                               correct_fraction=correct_fraction, seed=seed, hard_negatives=hard_negatives,
+                               report=report):
             w.write(t)
     for reason, n in imported.skip_reasons().items():
         report.items += n

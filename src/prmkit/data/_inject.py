@@ -39,9 +39,22 @@ from prmkit.data._reference import _nearby_all, _Reference
 #: - ``unsupported_answer``: every step right, the answer line states a number the steps never
 #:   derived (a near miss of the answer, or another number of the problem);
 #: - ``right_answer_wrong_step``: one step (not the last) gets a slip, a wrong operation, a wrong
-#:   operand or a scale slip that the later steps ignore, so the final answer is right.
+#:   operand or a scale slip that the later steps ignore, so the final answer is right;
+#: - ``misread_rate``: a multiplicative relation the problem states is applied the wrong way round
+#:   (multiplied by where it divides, divided by where it multiplies): a rate written next to "per",
+#:   "each", "every", "an hour", "a day", ... ("$12 an hour"), a multiple ("four times as large",
+#:   "twice", "half", "a third"), or a time or dozen conversion (60, 24, 7, 12, 52, 365) when the
+#:   problem names its units; only an operand that follows its operator is inverted ("12/60" ->
+#:   "12*60", "48/2" with "half" -> "48*2"), the result recomputed and carried on;
+#: - ``premature_answer``: the solution stops after a step before the last one and its answer line
+#:   states that step's result; the answer line is the first wrong step.
 ERROR_TYPES = ("arithmetic_slip", "wrong_operation", "wrong_operand", "dropped_step", "duplicated_step",
-               "invented_quantity", "unit_scale_slip", "unsupported_answer", "right_answer_wrong_step")
+               "invented_quantity", "unit_scale_slip", "unsupported_answer", "right_answer_wrong_step",
+               "misread_rate", "premature_answer")
+
+#: A wrong final answer is *plausible* (:func:`plausible`) when it is within this factor of the right
+#: one (both taken as at least 1 in size): 7 passes for 12, 36 does not.
+PLAUSIBLE_FACTOR = 3
 
 # A number token as steps write it, unsigned: in "24-5" the minus is an operator.
 _UNUM = r"(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?|\.\d+"
@@ -67,6 +80,22 @@ _BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, as
 _SWAPS = {"+": ("-", "*"), "-": ("+",), "*": ("+", "/"), "/": ("*",)}
 _FAMILY = {"+": "+", "-": "-", "−": "-", "*": "*", "×": "*", "x": "*", "·": "*", "/": "/", "÷": "/"}
 _SCALES = ((Fraction(10), "x10"), (Fraction(100), "x100"), (Fraction(1, 10), "/10"), (Fraction(1, 100), "/100"))
+# What misread_rate reads as a relation in a problem's text: a multiple in words ("twice", "half",
+# "four times"), and a number followed (within two words) by a rate word: "$12 an hour", "3 apples
+# each", "20 pages every day", "5 times". Percentages are left out: inverting "/100" gives a number
+# no solver would believe (x10,000), which teaches nothing.
+_PER = (r"(?:second|minute|hour|day|week|month|year|piece|pound|ounce|kilogram|gallon|liter|litre|mile|"
+        r"meter|metre|foot|inch|dozen|box|bag|pack|person|page|cup|serving|night|trip|visit|game|class)")
+_RATE_RE = re.compile(rf"(?<![\w.,])\$?({_UNUM})(?:\s+[A-Za-z'-]+){{0,2}}?\s+"
+                      rf"(?:per|each|every|apiece|times|an?\s+{_PER})\b", re.IGNORECASE)
+_MULTIPLES = {"twice": 2, "double": 2, "doubles": 2, "doubled": 2, "triple": 3, "triples": 3, "tripled": 3,
+              "half": 2, "third": 3, "quarter": 4}
+_MULTIPLE_RE = re.compile(r"\b(" + "|".join(_MULTIPLES) + r"|(?:" + "|".join(w for w in _WORDS if w not in _MULTIPLES)
+                          + r")\s+times)\b", re.IGNORECASE)
+# Conversions a solution brings in itself, used when the problem names one of their units.
+_CONVERSIONS = {60: r"\b(?:minutes?|seconds?|hours?)\b", 24: r"\b(?:hours?|days?)\b", 7: r"\b(?:days?|weeks?)\b",
+                12: r"\b(?:months?|years?|dozens?|inch(?:es)?|foot|feet)\b", 52: r"\b(?:weeks?|years?)\b",
+                365: r"\b(?:days?|years?)\b"}
 
 
 def _value(text: str) -> Fraction:
@@ -242,6 +271,7 @@ class _Plan:
     forbidden: set[Fraction]        # what a wrong step's value must not be: the problem's quantities
     known: set[Fraction]            # what an invented quantity must not be
     integral: bool                  # every value must be a whole number, not negative
+    rates: dict[Fraction, str] = field(default_factory=dict)  # misread_rate's relations: value -> the words
 
     @property
     def last_reasoning(self) -> int:
@@ -273,7 +303,7 @@ def _plan(ref: _Reference) -> _Plan:
                 break
             prev = ln.eqs[0].result.value
         forbidden = set(problem_numbers) | derived | set(arith_path_values(meta))
-        return _Plan(ref, lines, chain, problem_numbers, forbidden, forbidden, chain)
+        return _Plan(ref, lines, chain, problem_numbers, forbidden, forbidden, chain, _rates(ref.problem.text))
     text = ref.problem.text
     problem_numbers = sorted({_value(m.group()) for m in _UNUM_RE.finditer(text)})
     words = {Fraction(_WORDS[m.group(1).lower()]) for m in _WORD_RE.finditer(text)}
@@ -281,7 +311,24 @@ def _plan(ref: _Reference) -> _Plan:
     # Where the problem and its solution hold only whole numbers, so do the wrong traces: "4.75
     # pencils" would tell a wrong trace from a right one without reading its steps.
     whole = all(v.denominator == 1 and v >= 0 for v in forbidden)
-    return _Plan(ref, lines, False, problem_numbers, forbidden, forbidden | words | _CONSTANTS, whole)
+    return _Plan(ref, lines, False, problem_numbers, forbidden, forbidden | words | _CONSTANTS, whole,
+                 _rates(text))
+
+
+def _rates(text: str) -> dict[Fraction, str]:
+    """The multiplicative relations ``text`` (a problem) states, by value: what misread_rate inverts."""
+    out: dict[Fraction, str] = {}
+    for m in _MULTIPLE_RE.finditer(text):
+        word = m.group(1).lower()
+        value = _MULTIPLES.get(word) or _WORDS[word.split()[0]]
+        out.setdefault(Fraction(value), m.group(1))
+    for m in _RATE_RE.finditer(text):
+        out.setdefault(_value(m.group(1)), m.group(0).strip())
+    for factor, units in _CONVERSIONS.items():
+        unit = re.search(units, text, re.IGNORECASE)
+        if unit:
+            out.setdefault(Fraction(factor), f"{factor} for {unit.group().lower()}")
+    return out
 
 
 @dataclass
@@ -292,6 +339,7 @@ class _Injected:
     wrong: int
     detail: dict[str, Any] = field(default_factory=dict)
     right_answer: bool = False
+    plausible: bool | None = None   # set by candidates(): see plausible()
 
     @property
     def key(self) -> tuple[str, ...]:
@@ -444,6 +492,28 @@ def _inventions(plan: _Plan, line: _Line) -> list[_Mutation]:
     return out
 
 
+def _misreads(plan: _Plan, line: _Line) -> list[_Mutation]:
+    out = []
+    for eq in line.eqs:
+        if len(eq.operators) != len(eq.operands) - 1:
+            continue
+        for tok in _operand_slots(plan, eq):
+            what = plan.rates.get(tok.value)
+            if what is None or tok.pos == 0:
+                continue
+            a, b, op = eq.operators[tok.pos - 1]  # the operator right before the rate: x*r, x/r
+            family = _FAMILY[op]
+            if family not in "*/":
+                continue
+            alt = "/" if family == "*" else "*"
+            char = {"*": "×", "/": "÷"}[alt] if op in "×÷" else alt
+            m = _with_result(plan, line, eq, {(a, b): char}, "misread_rate",
+                             f"{what!r} inverted: {op}{tok.text} -> {char}{tok.text}")
+            if m:
+                out.append(m)
+    return out
+
+
 def _mutations(plan: _Plan, k: int, kind: str) -> list[_Mutation]:
     line = plan.lines[k]
     if kind == "arithmetic_slip":
@@ -456,6 +526,8 @@ def _mutations(plan: _Plan, k: int, kind: str) -> list[_Mutation]:
         return _operands(plan, plan.lines, k)
     if kind == "invented_quantity":
         return _inventions(plan, line)
+    if kind == "misread_rate":
+        return _misreads(plan, line)
     raise ValueError(kind)
 
 
@@ -527,14 +599,10 @@ def _duplicated(plan: _Plan) -> list[_Injected]:
 
 
 def _unsupported(plan: _Plan) -> list[_Injected]:
-    if not plan.ref.answer_line or not plan.lines[-1].tokens:
-        return []
-    line = plan.lines[-1]
-    tok = line.tokens[-1]
-    final = plan.ref.final
-    if final is None or _UNUM_RE.fullmatch(final.replace("$", "").strip()) is None or \
-            _value(final.replace("$", "").strip()) != tok.value:
+    tok = _answer_token(plan)
+    if tok is None:
         return []  # the answer line's last number is not the answer (a non-numeric MATH answer)
+    line = plan.lines[-1]
     derived = {t.value for ln in plan.lines for t in ln.results} | {tok.value}
     cands = [_value(c) for c in _nearby_all(tok.text)] + list(plan.problem_numbers)
     out = []
@@ -545,6 +613,37 @@ def _unsupported(plan: _Plan) -> list[_Injected]:
         steps = _steps(plan, {len(plan.lines) - 1: {tok.span: text}})
         out.append(_Injected(steps, len(plan.lines) - 1, {"edit": f"answer {tok.text} -> {text}",
                                                           "original": line.text}))
+    return out
+
+
+def _answer_token(plan: _Plan) -> _Tok | None:
+    """The answer line's number that is the final answer, or None (no answer line, a non-numeric answer)."""
+    if not plan.ref.answer_line or not plan.lines[-1].tokens:
+        return None
+    tok = plan.lines[-1].tokens[-1]
+    final = plan.ref.final
+    if final is None or _UNUM_RE.fullmatch(final.replace("$", "").strip()) is None or \
+            _value(final.replace("$", "").strip()) != tok.value:
+        return None
+    return tok
+
+
+def _premature(plan: _Plan) -> list[_Injected]:
+    tok = _answer_token(plan)
+    if tok is None:
+        return []
+    answer = plan.lines[-1]
+    out = []
+    for k in range(plan.last_reasoning):  # stops before the last reasoning step
+        if not plan.lines[k].results:
+            continue
+        r = plan.lines[k].results[-1]
+        text = _format_like(r.value, tok.text)
+        if _value(text) != r.value or r.value == tok.value:
+            continue
+        steps = [ln.text for ln in plan.lines[:k + 1]] + [_render(answer.text, {tok.span: text})]
+        out.append(_Injected(steps, k + 1, {"edit": f"stops after step {k}, its result {r.text} stated as the answer",
+                                            "original": plan.lines[k + 1].text, "stopped": k}))
     return out
 
 
@@ -569,7 +668,21 @@ _BUILDERS: dict[str, Callable[[_Plan], list[_Injected]]] = {
     "unit_scale_slip": lambda p: _propagated(p, "unit_scale_slip"),
     "unsupported_answer": _unsupported,
     "right_answer_wrong_step": _ignored,
+    "misread_rate": lambda p: _propagated(p, "misread_rate"),
+    "premature_answer": _premature,
 }
+
+
+def equations(ref: _Reference) -> list[tuple[int, str]]:
+    """``(step index, "36-8 = 28")``: each reasoning step's last equation as the step writes it."""
+    plan = _plan(ref)
+    out = []
+    for k in range(plan.last_reasoning + 1):
+        line = plan.lines[k]
+        if line.eqs:
+            eq = line.eqs[-1]
+            out.append((k, f"{line.text[eq.lhs[0]:eq.lhs[1]]} = {eq.result.text}"))
+    return out
 
 
 def _same_answer(got: str, answer: str) -> bool:
@@ -580,16 +693,42 @@ def _same_answer(got: str, answer: str) -> bool:
     return answers_equal(got, answer)
 
 
+def _number(text: str | None) -> Fraction | None:
+    t = (text or "").replace("$", "").strip()
+    return _value(t.lstrip("-")) * (-1 if t.startswith("-") else 1) if _UNUM_RE.fullmatch(t.lstrip("-")) else None
+
+
+def plausible(got: str | None, answer: str | None) -> bool | None:
+    """Whether ``got``, a final answer, could pass for ``answer`` by its look alone: a plain number as
+    it is, whole where it is whole, not negative where it is not, and within a factor
+    :data:`PLAUSIBLE_FACTOR` of it (sizes below 1 counted as 1). None when ``answer`` is not a plain
+    number (a MATH expression): nothing to compare.
+
+    >>> plausible("11", "7"), plausible("70", "7"), plausible("7.5", "7"), plausible("-2", "7")
+    (True, False, False, False)
+    """
+    right = _number(answer)
+    if right is None:
+        return None
+    wrong = _number(got)
+    if wrong is None or (right.denominator == 1 and wrong.denominator != 1) or (right >= 0 > wrong):
+        return False
+    ratio = max(abs(wrong), Fraction(1)) / max(abs(right), Fraction(1))
+    return Fraction(1, PLAUSIBLE_FACTOR) <= ratio <= PLAUSIBLE_FACTOR
+
+
 def candidates(ref: _Reference, error_type: str) -> list[_Injected]:
     """Every wrong trace of ``error_type`` that ``ref`` allows, in a fixed order; a right final answer
-    for ``right_answer_wrong_step`` only, a wrong one for every other type (when the answer is known)."""
+    for ``right_answer_wrong_step`` only, a wrong one for every other type (when the answer is known).
+    Each says whether its final answer is :func:`plausible`."""
     plan = _plan(ref)
     answer = ref.problem.answer
     out = []
     for c in _BUILDERS[error_type](plan):
+        got = extract_answer("\n".join(c.steps))
         if answer is not None:
-            got = extract_answer("\n".join(c.steps))
             if (got is not None and _same_answer(got, answer)) != c.right_answer:
                 continue
+        c.plausible = plausible(got, answer)
         out.append(c)
     return out
