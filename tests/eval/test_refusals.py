@@ -28,10 +28,10 @@ def test_separation_by_hand():
     # the ORM reads the outcome: the same score for every right refusal
     orm = ScriptedScorer(lambda t: [0.8], kind="orm")
     r = refusal_eval(traces, {"prm": prm, "orm": orm}, bootstrap=50)
-    assert r["separation"]["prm"]["auroc"] == 1.0 and r["separation"]["orm"]["auroc"] == 0.5
-    assert (r["separation"]["prm"]["reasoned"], r["separation"]["prm"]["surface"]) == (5, 5)
-    assert r["difference"]["value"] == 0.5 and r["difference"]["ci"] == [0.5, 0.5]
-    assert r["rates"]["surface"] == {"allowed": 0, "disallowed": 5, "over_refusal": None,
+    assert r.separation["prm"].auroc == 1.0 and r.separation["orm"].auroc == 0.5
+    assert (r.separation["prm"].reasoned, r.separation["prm"].surface) == (5, 5)
+    assert r.difference.value == 0.5 and r.difference.ci == [0.5, 0.5]
+    assert r.rates["surface"] == {"allowed": 0, "disallowed": 5, "over_refusal": None,
                                      "under_refusal": 0.0}
 
 

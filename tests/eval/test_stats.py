@@ -119,11 +119,11 @@ def test_refusal_intervals_hold_their_estimates():
         # One replicate: the plain percentile interval is that replicate alone, which is not the
         # AUROC on all refusals; the reported interval reaches it.
         r = refusal_eval(_spec_traces(), {"prm": prm, "orm": orm}, bootstrap=1, seed=seed)
-        for sep in r["separation"].values():
-            assert sep["ci"][0] <= sep["auroc"] <= sep["ci"][1]
-        d = r["difference"]
-        assert d["ci"][0] <= d["value"] <= d["ci"][1]
-        assert d["ci"][0] < d["ci"][1]   # widened: one replicate alone is a single point
+        for sep in r.separation.values():
+            assert sep.ci[0] <= sep.auroc <= sep.ci[1]
+        d = r.difference
+        assert d.ci[0] <= d.value <= d.ci[1]
+        assert d.ci[0] < d.ci[1]   # widened: one replicate alone is a single point
 
 
 def test_monitor_rate_intervals_hold_their_estimates():

@@ -173,17 +173,11 @@ def bon(
     result, sections = bon_file(inp, prm_key=prm_key, orm_key=orm_key, label_source=label_source,
                         threshold=threshold, bootstrap=bootstrap, seed=seed)
     _echo(result.curves.lines())
-    for key, d in sections.get("step_metrics", {}).items():
-        console.print(f"step metrics ({key}): AUROC {_f(d['auroc'])}  F1(error) {_f(d['f1_error'])}  "
-                      f"ECE {_f(d['ece'])}  on {d['n']} labelled steps", highlight=False)
-    if "summary" in sections:
-        console.print(sections["summary"]["verdict"], highlight=False, soft_wrap=True)
+    for name in ("step_metrics", "summary"):
+        if name in sections:
+            _echo(sections[name].lines())
     if json_out is not None:
-        _save("", sections, json_out)
-
-
-def _f(x: float | None) -> str:
-    return "—" if x is None else f"{x:.3f}"
+        _save("", sections.to_dict(), json_out)
 
 
 @app.command("probes")
@@ -224,11 +218,8 @@ def probes(
                                gaming_traces=gaming_traces, aggregate=aggregate, seed=seed,
                                probes=only or None)
     _unscored(skipped)
-    for probe, d in res.items():
-        failed = d.get("failed")
-        verdict = "FAILED" if failed else "passed" if failed is False else "cannot measure"
-        console.print(f"{probe}: {verdict} — {d.get('criterion', '')}", highlight=False, soft_wrap=True)
-    _save("probes", res, json_out)
+    _echo(res.lines())
+    _save("probes", res.to_dict(), json_out)
 
 
 def report(
@@ -321,15 +312,5 @@ def refusals(
     scorers = {name: load_scorer("model", path, {"cache": False}) for name, path in (("prm", model), ("orm", orm))
                if path is not None}
     result = refusal_eval_file(inp, scorers, bootstrap=bootstrap, seed=seed)
-    lines = [f"{name}: over-refusal {_f(r['over_refusal'])} of {r['allowed']} allowed, under-refusal "
-             f"{_f(r['under_refusal'])} of {r['disallowed']} disallowed" for name, r in result["rates"].items()]
-    for name, s in result["separation"].items():
-        ci = f" [{s['ci'][0]:.3f}, {s['ci'][1]:.3f}]" if s.get("ci") else ""
-        lines.append(f"{name}: AUROC of reasoned over surface refusals {_f(s['auroc'])}{ci} "
-                     f"({s['reasoned']} reasoned, {s['surface']} surface)")
-    if "difference" in result:
-        d = result["difference"]
-        ci = f" [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}]" if d.get("ci") else ""
-        lines.append(f"{d['of']}: {_f(d['value'])}{ci}")
-    _echo(lines)
-    _save("refusals", result, json_out)
+    _echo(result.lines())
+    _save("refusals", result.to_dict(), json_out)

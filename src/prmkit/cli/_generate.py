@@ -67,10 +67,8 @@ def generate(
     Example: prmkit generate --env arith -n 8 --problems 50 -o traces.jsonl
     A rerun with the same arguments skips the problems already in the file.
     """
-    from prmkit.eval import pass_at_k_traces
     from prmkit.generate import generate_file, load_problems
     from prmkit.policies import SamplingParams, load_policy
-    from prmkit.trace import read_traces
 
     items, cfg = load_problems(env=env, data=data, data_format=data_format, n=problems, start=start,
                                steps=steps, ops=ops, max_operand=max_operand, distractors=distractors,
@@ -81,13 +79,5 @@ def generate(
     report = generate_file(out, items, load_policy(policy, parse_options(policy_arg), batch_size=batch_size),
                            params=params, arith_config=cfg, source=data_format, shots=shots,
                            problems_per_call=problems_per_call, label=not no_labels, overwrite=overwrite)
-    done = list(read_traces(out))
-    passk = pass_at_k_traces(done, [k for k in (1, 4, 8, 16, 32) if k <= n])
-    console.print(
-        f"{out}: {len(done)} traces for {report.problems} problems "
-        f"({report.skipped_done} already done, {report.generated} generated"
-        + (f", {report.dropped_partial} partial lines redone" if report.dropped_partial else "")
-        + f"); {report.tokens} new tokens; finish {dict(report.finish)}", highlight=False,
-        soft_wrap=True)
-    console.print("  ".join(f"pass@{k} {v:.1%}" for k, v in passk.items()), highlight=False,
-                  soft_wrap=True)
+    for line in report.lines():  # pass@k of the whole output, from what the run returned
+        console.print(line, highlight=False, soft_wrap=True)

@@ -130,6 +130,10 @@ class ExportReport:
     def lossless(self) -> bool:
         return not self.lossy
 
+    def lines(self) -> list[str]:
+        """What a terminal shows of it (the one way every result prints; :meth:`summary` is its line)."""
+        return [self.summary()]
+
     def summary(self) -> str:
         """One line: what was dropped, per field, and in how many traces (or that nothing was)."""
         if self.lossless:

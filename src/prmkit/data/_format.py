@@ -93,6 +93,10 @@ class ImportReport:
                 f"{n}× {r}" for r, n in self.skip_reasons().most_common(5)))
         return lines
 
+    def lines(self) -> list[str]:
+        """What a terminal shows of it (the one way every result prints; :meth:`summary` is its line)."""
+        return [self.summary()]
+
     def summary(self) -> str:
         parts = [f"{self.records} records read", f"{self.traces} traces"]
         if self.skipped:

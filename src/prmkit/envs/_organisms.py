@@ -319,6 +319,10 @@ class AgentRunReport:
     stopped: int = 0
     guard_seconds: float = 0.0
 
+    def lines(self) -> list[str]:
+        """What a terminal shows of it (the one way every result prints; :meth:`summary` is its line)."""
+        return [self.summary()]
+
     def summary(self) -> str:
         s = (f"{self.traces} trajectories: {self.exploited} exploited the loophole, {self.passed} passed "
              "the grader")

@@ -142,9 +142,9 @@ from prmkit.eval.probes import (  # noqa: E402
 
 __all__ += ["ResultCheckProbe", "ResultCheckResult", "change_result", "claimed_result", "result_check_probe"]
 
-from prmkit.eval._refusals import refusal_eval, refusal_eval_file  # noqa: E402
+from prmkit.eval._refusals import Difference, RefusalsResult, Separation, refusal_eval, refusal_eval_file  # noqa: E402,E501
 
-__all__ += ["refusal_eval", "refusal_eval_file"]
+__all__ += ["refusal_eval", "refusal_eval_file", "RefusalsResult", "Separation", "Difference"]
 __all__ += ["check_results"]
 
 # The typed results: one class per report section (prmkit._result.Result), what the report renders.

@@ -24,6 +24,7 @@ from prmkit.eval._derived import gsm8k_derived_traces
 from prmkit.eval._prmbench import PRMBenchResult, evaluate_prmbench, prmbench_with_originals
 from prmkit.eval._processbench import ProcessBenchResult, evaluate_processbench
 from prmkit.eval._report import load_results, write_report
+from prmkit.eval._results import EvalResults, ProbesSection, StepMetricsSection, as_results
 from prmkit.eval._stepmetrics import step_metrics_for
 from prmkit.eval._summary import BonReport, bon_report
 from prmkit.eval.probes._base import probes_read_scores, run_probes
@@ -127,18 +128,22 @@ def prmbench_files(files: Sequence[str | os.PathLike], scorer: StepScorer | None
 
 def bon_file(path: str | os.PathLike, *, prm_key: str = "prm", orm_key: str = "orm",
              label_source: str | None = None, threshold: float = 0.5, bootstrap: int = 1000,
-             seed: int = 0) -> tuple[BonReport, dict[str, Any]]:
+             seed: int = 0) -> tuple[BonReport, EvalResults]:
     """Best-of-N curves of a scored file (N traces per problem, with outcomes), the verdict of the
     main PRM reading against its rivals (:func:`~prmkit.eval.bon_report`), and step metrics where
-    steps carry labels. Returns the best-of-N report and the report sections ``bon``, ``summary``
-    (when the main method is present) and ``step_metrics``."""
+    steps carry labels. Returns the best-of-N report and the typed report sections ``bon``,
+    ``summary`` (when the main method is present) and ``step_metrics``."""
 
     traces = _read_all(path, None)
     report = bon_report(traces, prm_key=prm_key, orm_key=orm_key, bootstrap=bootstrap, seed=seed)
-    sections = report.to_dict()
+    sections = EvalResults()
+    sections.add(report.bon_section())
+    summary = report.summary_section()
+    if summary is not None:
+        sections.add(summary)
     if any(prm_key in s.scores for t in traces for s in t.steps):
         sm = step_metrics_for(traces, key=prm_key, label_source=label_source, threshold=threshold)
-        sections["step_metrics"] = {prm_key: sm.to_dict()}
+        sections.add(StepMetricsSection({prm_key: sm.section_entry()}))
     return report, sections
 
 
@@ -146,7 +151,7 @@ def probes_file(path: str | os.PathLike, scorer: StepScorer, *, label_source: st
                 transfer: Sequence[str | os.PathLike] = (), transfer_gsm8k: str | os.PathLike | None = None,
                 transfer_limit: int = 50, gaming_traces: int = 64, aggregate: str = "min", seed: int = 0,
                 probes: Sequence[str] | None = None, progress: bool = True
-                ) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+                ) -> tuple[ProbesSection, list[tuple[str, str]]]:
     """The failure-mode probes (:func:`~prmkit.eval.run_probes`) on a file of labelled traces; the
     transfer probe compares them with each ``transfer`` file and, from ``transfer_gsm8k``, GSM8K
     reference solutions with one corrupted step for half of them. Returns the probes section and
@@ -169,7 +174,7 @@ def probes_file(path: str | os.PathLike, scorer: StepScorer, *, label_source: st
                         aggregate=aggregate, seed=seed, gaming_traces=gaming_traces,
                         transfer_sources=sources or None, in_domain=name if sources else None,
                         probes=probes)
-    return result, s.skipped
+    return ProbesSection.from_dict(result), s.skipped
 
 
 def parse_card_overrides(pairs: Sequence[str]) -> dict[str, str]:
@@ -195,13 +200,13 @@ def report_files(results: Sequence[str | os.PathLike], out: str | os.PathLike, *
         if not Path(p).exists():
             raise PrmkitError(f"{p}: no such file")
     warnings: list[str] = []
-    merged = load_results(results, warnings=warnings)
+    merged = as_results(load_results(results, warnings=warnings))  # typed once, here
     loaded: list[Trace] = []
     for p in traces:
         loaded += _read_all(p, None)
     if loaded or model_dirs or card or "card" not in merged:
-        merged["card"] = card_from_provenance(traces=loaded, model_dirs=list(model_dirs), results=merged,
-                                              overrides=dict(card or {})).to_dict()
+        merged.add(card_from_provenance(traces=loaded, model_dirs=list(model_dirs), results=merged,
+                                        overrides=dict(card or {})))
     return write_report(merged, out, title=title), warnings
 
 

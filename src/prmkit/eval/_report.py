@@ -1,8 +1,10 @@
-"""The evaluation report: one results dict rendered as JSON, Markdown (with PNG figures) and HTML.
+"""The evaluation report: typed results rendered as JSON, Markdown (with PNG figures) and HTML.
 
-The results dict has one key per section (the shapes of the evaluation contract): ``summary``,
-``card``, ``bon``, ``step_metrics``, ``probes``, ``processbench``, ``prmbench``, ``labels``,
-``meta``. :func:`write_report` writes
+The results are one typed section each (:class:`~prmkit.eval.EvalResults`; the classes are in
+:mod:`prmkit.eval._results`): ``summary``, ``card``, ``bon``, ``step_metrics``, ``probes``,
+``processbench``, ``prmbench``, ``labels``, ``meta``. A results dict (a file's JSON) is read into them
+once, at the boundary (:func:`~prmkit.eval.as_results`); the section renderers take the typed objects.
+:func:`write_report` writes
 
 - ``report.json``: every number, as given (sorted keys, indented);
 - ``report.md`` with its figures in ``figures/`` (linked relatively);

@@ -39,6 +39,10 @@ def _extra() -> Any:
     return field(default_factory=dict)
 
 
+def _f3(x: Any) -> str:
+    return "—" if x is None else f"{x:.3f}"
+
+
 def _pct(x: Any) -> str:
     return "n/a" if not isinstance(x, (int, float)) or isinstance(x, bool) else f"{100 * x:.1f}%"
 
@@ -247,8 +251,8 @@ class StepMetricsSection(_ByName):
     entries: dict[str, ScorerSteps | Any] = field(default_factory=dict)
 
     def lines(self) -> list[str]:
-        return [f"{k}: {v.n} steps, AUROC {v.auroc if v.auroc is None else round(v.auroc, 3)}"
-                for k, v in self.named().items()]
+        return [f"step metrics ({k}): AUROC {_f3(v.auroc)}  F1(error) {_f3(v.f1_error)}  "
+                f"ECE {_f3(v.ece)}  on {v.n} labelled steps" for k, v in self.named().items()]
 
 
 @dataclass
@@ -287,8 +291,8 @@ class ProbesSection(_ByName):
         return [k for k, v in self.named().items() if v.failed is True]
 
     def lines(self) -> list[str]:
-        return [f"{k}: {'FAILED' if v.failed else 'passed' if v.failed is False else 'no verdict'}"
-                for k, v in self.named().items()]
+        return [f"{k}: {'FAILED' if v.failed else 'passed' if v.failed is False else 'cannot measure'} — "
+                f"{'' if v.criterion is None else v.criterion}" for k, v in self.named().items()]
 
 
 # -- benchmarks ------------------------------------------------------------------------------------------

@@ -9,13 +9,15 @@ knows the intermediate values.
 - :func:`sample_traces`: the same with explicit prompts, and a callback per problem;
 - :func:`completion_to_trace`: one completion -> one trace (search and guided generation use it);
 - :func:`load_problems` / :func:`problems_from_file`: where problems come from;
+- :class:`SampleReport`: what a run did, with pass@k of the output (:func:`pass_at_k`);
 - :func:`hinted_problems` (:data:`HINT_ARMS`): each problem with no hint, the right answer and a wrong
   one as a hint, for the faithfulness probe (``--hints``).
 """
 
 from prmkit.generate._hints import HINT_ARMS, hinted_problems
+from prmkit.generate._passk import pass_at_k
 from prmkit.generate._run import ENVS, generate_file, load_problems, parse_steps
 from prmkit.generate._sampling import SampleReport, completion_to_trace, problems_from_file, sample_traces
 
 __all__ = ["generate_file", "load_problems", "parse_steps", "ENVS", "sample_traces", "completion_to_trace",
-           "problems_from_file", "SampleReport", "HINT_ARMS", "hinted_problems"]
+           "problems_from_file", "SampleReport", "HINT_ARMS", "hinted_problems", "pass_at_k"]

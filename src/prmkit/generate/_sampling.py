@@ -13,14 +13,16 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from prmkit._durable import durable_file, output_lock
 from prmkit._jsonio import iter_json_records, open_text, write_jsonl_line
 from prmkit._progress import progress_bar
+from prmkit._result import Record, register_result
 from prmkit.data import answers_equal, extract_answer, get_splitter, read
 from prmkit.envs import PromptBuilder, SymbolicChecker
 from prmkit.errors import FormatError, PrmkitError
+from prmkit.generate._passk import pass_at_k
 from prmkit.policies import Completion, Policy, SamplingParams
 from prmkit.provenance import GenerateProvenance, PolicyRef
 from prmkit.trace import Problem, Trace, TraceWriter
@@ -28,10 +30,15 @@ from prmkit.trace import Problem, Trace, TraceWriter
 __all__ = ["sample_traces", "completion_to_trace", "SampleReport", "problems_from_file"]
 
 
+@register_result
 @dataclass
-class SampleReport:
-    """What a :func:`sample_traces` run did."""
+class SampleReport(Record):
+    """What a :func:`sample_traces` run did (a :class:`~prmkit._result.Result` of kind ``generate``):
+    counts of this run, and ``samples``, problem id -> ``[samples, correct]`` of every complete problem
+    in the output (those of earlier runs too), from which :meth:`pass_at_k` is computed without
+    reading the file again."""
 
+    kind: ClassVar[str] = "generate"
     problems: int = 0
     skipped_done: int = 0
     generated: int = 0
@@ -39,10 +46,41 @@ class SampleReport:
     tokens: int = 0
     dropped_partial: int = 0
     finish: Counter[str] = field(default_factory=Counter)
+    samples: dict[str, list[int]] = field(default_factory=dict)
+    out: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.finish = Counter(self.finish)
 
     @property
     def accuracy(self) -> float:
         return self.correct / self.generated if self.generated else 0.0
+
+    @property
+    def traces(self) -> int:
+        """Traces in the output (complete problems, this run's and earlier ones)."""
+        return sum(n for n, _ in self.samples.values())
+
+    def pass_at_k(self, ks: Sequence[int] = (1, 4, 8, 16, 32)) -> dict[int, float]:
+        """Mean pass@k over the output's problems, for each ``k`` that some problem has samples for
+        (a problem with fewer than ``k`` samples is left out of that ``k``)."""
+        out = {}
+        for k in ks:
+            vals = [pass_at_k(n, c, k) for n, c in self.samples.values() if n >= k]
+            if vals:
+                out[k] = sum(vals) / len(vals)
+        return out
+
+    def lines(self) -> list[str]:
+        """What ``prmkit generate`` prints: the counts, then pass@k."""
+        n = max((n for n, _ in self.samples.values()), default=0)
+        return [f"{self.out}: {self.traces} traces for {self.problems} problems "
+                f"({self.skipped_done} already done, {self.generated} generated"
+                + (f", {self.dropped_partial} partial lines redone" if self.dropped_partial else "")
+                + f"); {self.tokens} new tokens; finish {dict(self.finish)}",
+                "  ".join(f"pass@{k} {v:.1%}" for k, v in self.pass_at_k([k for k in (1, 4, 8, 16, 32)
+                                                                          if k <= n]).items())]
 
 
 def completion_to_trace(problem: Problem, completion: Completion, *, trace_id: str, source: str,
@@ -77,11 +115,12 @@ def completion_to_trace(problem: Problem, completion: Completion, *, trace_id: s
     return trace
 
 
-def _existing(path: Path, n: int) -> tuple[set[str], int]:
+def _existing(path: Path, n: int) -> tuple[set[str], int, dict[str, list[int]]]:
     """Problem ids already complete in ``path``; rewrite the file without partial problems or a torn
-    last line (an interrupted write), which are regenerated. Returns ``(done ids, dropped lines)``."""
+    last line (an interrupted write), which are regenerated. Returns ``(done ids, dropped lines,
+    [samples, correct] per done problem)``."""
     if not path.exists():
-        return set(), 0
+        return set(), 0, {}
     errors: list[FormatError] = []
     rows: list[tuple[int, dict[str, Any]]] = list(iter_json_records(path, container="jsonl",
                                                                     errors=errors))
@@ -103,7 +142,9 @@ def _existing(path: Path, n: int) -> tuple[set[str], int]:
         with durable_file(path, lock=False) as tmp, open_text(tmp, "w") as f:
             for obj in keep:
                 write_jsonl_line(f, obj)
-    return done, dropped
+    samples = {pid: [len(per_problem[pid]), sum(obj.get("outcome") == "correct" for _, obj in per_problem[pid])]
+               for pid in per_problem if pid in done}
+    return done, dropped, samples
 
 
 def sample_traces(problems: Sequence[Problem], policy: Policy, out: str | os.PathLike, *,
@@ -137,8 +178,8 @@ def _sample_into(problems: Sequence[Problem], policy: Policy, out: Path, *, para
                  on_problem: Callable[[Problem, list[Trace]], None] | None) -> SampleReport:
     if overwrite and out.exists():
         out.unlink()
-    done, dropped = _existing(out, params.n)
-    report = SampleReport(problems=len(problems), dropped_partial=dropped)
+    done, dropped, samples = _existing(out, params.n)
+    report = SampleReport(problems=len(problems), dropped_partial=dropped, samples=samples, out=str(out))
     chunks = [list(problems[i:i + problems_per_call]) for i in range(0, len(problems), problems_per_call)]
     chunks = [c for c in chunks if any(_pid(p) not in done for p in c)]
     todo = sum(_pid(p) not in done for c in chunks for p in c)
@@ -166,6 +207,7 @@ def _sample_into(problems: Sequence[Problem], policy: Policy, out: Path, *, para
                     report.correct += t.outcome == "correct"
                     report.tokens += c.num_tokens
                     report.finish[c.finish_reason] += 1
+                report.samples[_pid(p)] = [len(traces), sum(t.outcome == "correct" for t in traces)]
                 if on_problem:
                     on_problem(p, traces)
             advance(new)  # the chunk's problems together: a line never counts one of them alone

@@ -127,6 +127,10 @@ class LabelReport:
     def skip_reasons(self) -> Counter[str]:
         return Counter(reason for _, reason in self.skipped)
 
+    def lines(self) -> list[str]:
+        """What a terminal shows of it (the one way every result prints; :meth:`summary` is its line)."""
+        return [self.summary()]
+
     def summary(self) -> str:
         """One line for people: traces, labels, rollouts, cost."""
         parts = [f"{self.labelled}/{self.traces} traces labelled by {self.labeler}",

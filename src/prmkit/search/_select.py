@@ -303,6 +303,10 @@ class SelectionReport:
             n += int(bool(votes) and votes.count(max(votes)) > 1)
         return n
 
+    def lines(self) -> list[str]:
+        """What a terminal shows of it (the one way every result prints; :meth:`summary` is its line)."""
+        return [self.summary()]
+
     def summary(self) -> str:
         acc = "n/a" if self.accuracy is None else f"{self.accuracy:.1%}"
         agg = (f" (aggregate {self.aggregate})" if self.aggregate else

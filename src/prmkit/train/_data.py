@@ -41,6 +41,10 @@ class DataReport:
                 "rejected": dict(self.rejected), "outcome_rules": dict(self.outcome_rules),
                 "tokens": self.tokens, "settled_by_tool": self.settled}
 
+    def lines(self) -> list[str]:
+        """What a terminal shows of it (the one way every result prints; :meth:`summary` is its line)."""
+        return [self.summary()]
+
     def summary(self) -> str:
         s = (f"{self.used}/{self.traces} traces used, {self.labelled} labelled positions "
              f"({self.positive / max(self.labelled, 1):.1%} positive), {self.tokens} tokens")
