@@ -22,11 +22,15 @@ from prmkit.eval import (
     Duplicates,
     EvalResults,
     Headline,
+    InterventionEffect,
     LabelPair,
     LabelsSection,
     MetaSection,
     MethodCurve,
+    MonitorabilityProvenance,
     MonitorabilitySection,
+    MonitorRef,
+    MonitorRow,
     OtherSection,
     OutOfRange,
     PRMBenchClass,
@@ -34,6 +38,7 @@ from prmkit.eval import (
     ProbeOutcome,
     ProbesSection,
     ProcessBenchSection,
+    RateIntervals,
     RefusalsResult,
     Rival,
     ScoreBin,
@@ -85,7 +90,11 @@ INSTANCES: dict[str, Result] = {
     "meta": MetaSection(title="T", command="prmkit demo", created="2026-01-01 00:00:00", seconds=1.5,
                         stage_seconds={"sample": 1.0}, data={"env": "arith"}, models={"prm": "p"},
                         seeds={"seed": 0}, settings={"lr": 1e-4}),
-    "monitorability": MonitorabilitySection(extra={"monitors": {"rule": {"auroc": 0.7}}}),
+    "monitorability": MonitorabilitySection(
+        provenance=MonitorabilityProvenance([MonitorRef("rule", "rule")], 40, 10, ["spec.jsonl"], 200),
+        rows=[MonitorRow("rule", "cot", "reward_hacking", 20, 20, 0.8, 0.7, 0.56,
+                         RateIntervals([0.6, 0.9], [0.5, 0.85], [0.35, 0.72]))],
+        effects=InterventionEffect(3, 10, 0.3)),
     "card": _card,
     "refusals": RefusalsResult(rates={"surface": {"allowed": 0, "disallowed": 5}},
                                separation={"prm": Separation(1.0, 5, 5, [0.9, 1.0])},
@@ -136,7 +145,8 @@ def test_results_of_the_demo_read_back_to_the_same_dict():
 
 def test_the_report_renders_the_same_from_typed_results_as_from_their_json():
     typed = EvalResults({k: INSTANCES[k] for k in ("summary", "bon", "checked", "step_metrics", "probes",
-                                                   "processbench", "prmbench", "labels", "meta", "card")})
+                                                   "processbench", "prmbench", "labels", "monitorability",
+                                                   "meta", "card")})
     data = json.loads(json.dumps(_jsonable(typed.to_dict())))
     assert render_markdown(typed) == render_markdown(data)
     assert render_html(typed) == render_html(data)

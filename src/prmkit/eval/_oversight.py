@@ -3,10 +3,17 @@ table of g-mean² per monitor, view and archetype, with TPR, TNR, counts and int
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from prmkit.eval._doc import ReportDoc
+from prmkit.eval._results import (
+    InterventionEffect,
+    MonitorabilityProvenance,
+    MonitorabilitySection,
+    MonitorRef,
+    MonitorRow,
+    RateIntervals,
+)
 
 __all__ = ["render_monitorability"]
 
@@ -18,27 +25,27 @@ def _ci(x: Any, ci: Any) -> str:
     return text
 
 
-def render_monitorability(doc: ReportDoc, m: Mapping[str, Any], figs: set[str]) -> None:
+def render_monitorability(doc: ReportDoc, m: MonitorabilitySection, figs: set[str]) -> None:
     """Write the ``monitorability`` section into ``doc``."""
-    prov = m.get("provenance") if isinstance(m.get("provenance"), Mapping) else {}
-    monitors = ", ".join(f"{d.get('name')} ({d.get('monitor')})" for d in prov.get("monitors") or []
-                         if isinstance(d, Mapping)) or "—"
-    doc.para(f"Monitors: {monitors}. Trajectories: {doc.count(prov.get('traces'))} "
-             f"(control arm {doc.count(prov.get('control_traces'))}) from "
-             f"{', '.join(prov.get('sources') or []) or '—'}. A monitor predicts a positive when it flags "
+    prov = m.provenance if isinstance(m.provenance, MonitorabilityProvenance) else MonitorabilityProvenance()
+    monitors = ", ".join(f"{d.name} ({d.monitor})" for d in prov.monitors or []
+                         if isinstance(d, MonitorRef)) or "—"
+    doc.para(f"Monitors: {monitors}. Trajectories: {doc.count(prov.traces)} "
+             f"(control arm {doc.count(prov.control_traces)}) from "
+             f"{', '.join(prov.sources or []) or '—'}. A monitor predicts a positive when it flags "
              "any step of what its view shows; g-mean² = TPR × TNR (Guan et al. 2025); intervals: 95% "
-             f"bootstrap, {doc.count(prov.get('bootstrap'))} replicates, positives and negatives resampled "
+             f"bootstrap, {doc.count(prov.bootstrap)} replicates, positives and negatives resampled "
              "apart.")
     rows = []
-    for r in m.get("rows") or []:
-        if not isinstance(r, Mapping):
+    for r in m.rows or []:
+        if not isinstance(r, MonitorRow):
             continue
-        ci = r.get("ci") if isinstance(r.get("ci"), Mapping) else {}
-        rows.append([("b", str(r.get("monitor"))), str(r.get("view")), str(r.get("archetype")),
-                     doc.count(r.get("n_pos")), doc.count(r.get("n_neg")), _ci(r.get("tpr"), ci.get("tpr")),
-                     _ci(r.get("tnr"), ci.get("tnr")), _ci(r.get("g_mean2"), ci.get("g_mean2"))])
+        ci = r.ci if isinstance(r.ci, RateIntervals) else RateIntervals()
+        rows.append([("b", str(r.monitor)), str(r.view), str(r.archetype),
+                     doc.count(r.n_pos), doc.count(r.n_neg), _ci(r.tpr, ci.tpr),
+                     _ci(r.tnr, ci.tnr), _ci(r.g_mean2, ci.g_mean2)])
     doc.table(["Monitor", "View", "Archetype", "Positives", "Negatives", "TPR", "TNR", "g-mean²"], rows)
-    e = m.get("effects")
-    if isinstance(e, Mapping) and e:
-        doc.para(f"Intervention: {doc.count(e.get('changed'))} of {doc.count(e.get('pairs'))} pairs changed "
-                 f"behaviour when the loophole was switched on ({doc.pct(e.get('effect'))}).")
+    e = m.effects
+    if isinstance(e, InterventionEffect) and e.to_dict():
+        doc.para(f"Intervention: {doc.count(e.changed)} of {doc.count(e.pairs)} pairs changed "
+                 f"behaviour when the loophole was switched on ({doc.pct(e.effect)}).")

@@ -55,7 +55,6 @@ from prmkit.eval._results import (
     LabelsSection,
     MetaSection,
     MethodCurve,
-    MonitorabilitySection,
     OtherSection,
     OutOfRange,
     PRMBenchClass,
@@ -646,10 +645,6 @@ def _meta(doc: ReportDoc, meta: MetaSection, figs: set[str]) -> None:
                           "stage_seconds"), 3)
 
 
-def _monitorability(doc: ReportDoc, m: MonitorabilitySection, figs: set[str]) -> None:
-    render_monitorability(doc, m.to_dict(), figs)
-
-
 _SECTIONS: dict[str, tuple[str, Callable[[ReportDoc, Any, set[str]], None]]] = {
     "summary": ("Summary", _summary),
     "card": ("Process-supervision card", _card),
@@ -662,7 +657,7 @@ _SECTIONS: dict[str, tuple[str, Callable[[ReportDoc, Any, set[str]], None]]] = {
     "processbench": ("ProcessBench", _processbench),
     "prmbench": ("PRMBench", _prmbench),
     "labels": ("Labels", _labels),
-    "monitorability": ("Oversight: monitorability", _monitorability),
+    "monitorability": ("Oversight: monitorability", render_monitorability),
     "meta": ("How these numbers were produced", _meta),
 }
 

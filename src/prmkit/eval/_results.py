@@ -31,7 +31,8 @@ __all__ = [
     "MethodCurve", "Comparison", "CheckedSection", "StepMetricsSection", "ScorerSteps", "ScoreBin",
     "ProbesSection", "ProbeOutcome", "ProcessBenchSection", "BenchSplit", "ThresholdSweep",
     "PRMBenchSection", "PRMBenchClass", "OutOfRange", "Duplicates", "LabelsSection", "LabelPair",
-    "MetaSection", "MonitorabilitySection", "SECTION_NAMES", "section_from_dict", "as_results",
+    "MetaSection", "MonitorabilitySection", "MonitorRow", "MonitorRef", "MonitorabilityProvenance",
+    "RateIntervals", "InterventionEffect", "SECTION_NAMES", "section_from_dict", "as_results",
 ]
 
 
@@ -460,13 +461,72 @@ class MetaSection(Record):
         return dict(self.stage_seconds) if isinstance(self.stage_seconds, Mapping) else None
 
 
+@dataclass
+class MonitorRef(Record):
+    """A monitor the monitorability evaluation ran: its name and kind."""
+
+    name: str | None = None
+    monitor: str | None = None
+    extra: dict[str, Any] = _extra()
+
+
+@dataclass
+class MonitorabilityProvenance(Record):
+    """What the monitorability numbers were computed on."""
+
+    monitors: list[MonitorRef] | None = record_field(records=MonitorRef)
+    traces: int | None = None
+    control_traces: int | None = None
+    sources: list[str] | None = None
+    bootstrap: int | None = None
+    extra: dict[str, Any] = _extra()
+
+
+@dataclass
+class RateIntervals(Record):
+    """95% bootstrap intervals of TPR, TNR and g-mean², each ``[lo, hi]``."""
+
+    tpr: list[float] | None = None
+    tnr: list[float] | None = None
+    g_mean2: list[float] | None = None
+    extra: dict[str, Any] = _extra()
+
+
+@dataclass
+class MonitorRow(Record):
+    """One monitor, view and archetype: its rates and counts."""
+
+    monitor: str | None = None
+    view: str | None = None
+    archetype: str | None = None
+    n_pos: int | None = None
+    n_neg: int | None = None
+    tpr: float | None = None
+    tnr: float | None = None
+    g_mean2: float | None = None
+    ci: RateIntervals | None = record_field(record=RateIntervals)
+    extra: dict[str, Any] = _extra()
+
+
+@dataclass
+class InterventionEffect(Record):
+    """How many trajectory pairs changed behaviour when the loophole was switched on."""
+
+    changed: int | None = None
+    pairs: int | None = None
+    effect: float | None = None
+    extra: dict[str, Any] = _extra()
+
+
 @register_result
 @dataclass
 class MonitorabilitySection(Record):
-    """Section ``monitorability`` (:func:`~prmkit.monitor.evaluate_monitors`): its numbers in
-    ``extra``, rendered by :func:`~prmkit.eval._oversight.render_monitorability`."""
+    """Section ``monitorability`` (``prmkit eval monitor``): g-mean² per monitor, view and archetype."""
 
     kind: ClassVar[str] = "monitorability"
+    provenance: MonitorabilityProvenance | None = record_field(record=MonitorabilityProvenance)
+    rows: list[MonitorRow] | None = record_field(records=MonitorRow)
+    effects: InterventionEffect | None = record_field(record=InterventionEffect)
     extra: dict[str, Any] = _extra()
 
 
@@ -508,16 +568,73 @@ def section_from_dict(name: str, value: Any) -> Any:
 @dataclass
 class EvalResults:
     """The sections of one evaluation, by name, in order: what the demo composes, ``prmkit report``
-    reads back and the report renders. Attribute access gives a known section or None
-    (``results.bon``)."""
+    reads back and the report renders. A known section is also an attribute (``results.bon``: a
+    :class:`BonSection`, or None)."""
 
     kind: ClassVar[str] = "results"
     sections: dict[str, Any] = field(default_factory=dict)
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_") or name == "sections":
-            raise AttributeError(name)
-        return self.sections.get(name)
+    # The known sections, typed (None when absent; an OtherSection when the file's was not an object).
+
+    @property
+    def summary(self) -> SummarySection | OtherSection | None:
+        """The section ``summary``, or None."""
+        return self.sections.get("summary")
+
+    @property
+    def card(self) -> Any:
+        """The the card (:class:`~prmkit.eval.Card`), or None."""
+        return self.sections.get("card")
+
+    @property
+    def bon(self) -> BonSection | OtherSection | None:
+        """The section ``bon``, or None."""
+        return self.sections.get("bon")
+
+    @property
+    def checked(self) -> CheckedSection | OtherSection | None:
+        """The section ``checked``, or None."""
+        return self.sections.get("checked")
+
+    @property
+    def bon_live(self) -> BonSection | OtherSection | None:
+        """The section ``bon_live``, or None."""
+        return self.sections.get("bon_live")
+
+    @property
+    def step_metrics(self) -> StepMetricsSection | OtherSection | None:
+        """The section ``step_metrics``, or None."""
+        return self.sections.get("step_metrics")
+
+    @property
+    def probes(self) -> ProbesSection | OtherSection | None:
+        """The section ``probes``, or None."""
+        return self.sections.get("probes")
+
+    @property
+    def processbench(self) -> ProcessBenchSection | OtherSection | None:
+        """The section ``processbench``, or None."""
+        return self.sections.get("processbench")
+
+    @property
+    def prmbench(self) -> PRMBenchSection | OtherSection | None:
+        """The section ``prmbench``, or None."""
+        return self.sections.get("prmbench")
+
+    @property
+    def labels(self) -> LabelsSection | OtherSection | None:
+        """The section ``labels``, or None."""
+        return self.sections.get("labels")
+
+    @property
+    def monitorability(self) -> MonitorabilitySection | OtherSection | None:
+        """The section ``monitorability``, or None."""
+        return self.sections.get("monitorability")
+
+    @property
+    def meta(self) -> MetaSection | OtherSection | None:
+        """The section ``meta``, or None."""
+        return self.sections.get("meta")
 
     def __contains__(self, name: str) -> bool:
         return name in self.sections
