@@ -42,6 +42,7 @@ ENTRY_POINT_GROUPS = {
     "prmkit.formats": "prmkit.data.FORMATS",
     "prmkit.scorers": "prmkit.scoring.SCORERS",
     "prmkit.aggregators": "prmkit.scoring.AGGREGATORS",
+    "prmkit.checkers": "prmkit.scoring.CHECKERS",
     "prmkit.splitters": "prmkit.data.SPLITTERS",
     "prmkit.monitors": "prmkit.monitor.MONITORS",
     "prmkit.organisms": "prmkit.envs.ORGANISMS",

@@ -21,6 +21,13 @@
   several), served as a scorer, to check or recombine them without running the model again;
   :func:`add_calculator_scores` stores a PRM's scores checked that way by the calculator, and the
   calculator's own.
+- Step checkers (:data:`CHECKERS`, :func:`get_checker`, :func:`register_checker`; entry-point group
+  ``prmkit.checkers``): a :class:`StepChecker` reads one step and returns its :class:`CheckFlag` s,
+  each with a reason — ``calculator`` (:class:`CalculatorChecker`), ``sympy`` (:class:`SympyChecker`,
+  LaTeX equalities) and ``provenance`` (:class:`ProvenanceChecker`, numbers from nowhere);
+  :func:`check_trace` runs them on a trace; :class:`CheckedScorer` (the ``checks`` scorer, or
+  ``--model DIR -s check=calculator,sympy,provenance``) is a PRM's step scores with the flagged steps
+  set to 0.
 """
 
 from prmkit.scoring._aggregate import (
@@ -44,12 +51,25 @@ from prmkit.scoring._calculator import (
     check_arithmetic,
     step_flagged,
 )
+from prmkit.scoring._checkers import (
+    CHECKERS,
+    CalculatorChecker,
+    CheckedScorer,
+    CheckFlag,
+    StepChecker,
+    check_trace,
+    get_checker,
+    get_checkers,
+    register_checker,
+)
 from prmkit.scoring._likelihood import LikelihoodScorer
 from prmkit.scoring._prefix import PrefixCachingScorer, ScoringStats
 from prmkit.scoring._protocol import StepScorer
+from prmkit.scoring._provenance import ProvenanceChecker
 from prmkit.scoring._scorers import SCORERS, get_scorer, load_scorer, model_scorer, register_scorer
 from prmkit.scoring._scripted import ScriptedScorer
 from prmkit.scoring._stored import StoredScorer
+from prmkit.scoring._sympy_check import SympyChecker
 from prmkit.scoring._traces import (
     ScoreReport,
     add_trace_scores,
@@ -65,6 +85,8 @@ __all__ = [
     "SCORERS", "get_scorer", "load_scorer", "register_scorer", "model_scorer", "ScriptedScorer",
     "LikelihoodScorer", "CalculatorScorer", "Equation", "check_arithmetic", "step_flagged", "StoredScorer",
     "add_calculator_scores",
+    "CHECKERS", "StepChecker", "CheckFlag", "register_checker", "get_checker", "get_checkers", "check_trace",
+    "CheckedScorer", "CalculatorChecker", "SympyChecker", "ProvenanceChecker",
     "AGGREGATORS", "Aggregator", "get_aggregator", "register_aggregator", "check_finite",
     "agg_min", "agg_last", "agg_prod", "agg_mean", "agg_geo_mean", "agg_first_below",
 ]

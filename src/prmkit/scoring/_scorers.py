@@ -12,7 +12,11 @@
   :class:`~prmkit.serve.VLLMScorer`);
 - ``calculator``: :class:`~prmkit.scoring.CalculatorScorer`, a calculator that flags steps whose
   written arithmetic is wrong; alone (``--scorer calculator``), or around a PRM, which ``model`` makes
-  with ``check="calculator"`` (``--model DIR -s check=calculator``).
+  with ``check="calculator"`` (``--model DIR -s check=calculator``);
+- ``checks``: :class:`~prmkit.scoring.CheckedScorer`, any step checkers of
+  :data:`~prmkit.scoring.CHECKERS` (``checks="calculator,sympy,provenance"``), alone
+  (``--scorer checks -s checks=sympy``) or around a PRM, which ``model`` makes with ``check=`` those
+  names (``--model DIR -s check=calculator,sympy,provenance``): a flagged step scores 0.
 
 >>> get_scorer("scripted", scores={"a": 0.5}).kind
 'prm'
@@ -37,14 +41,20 @@ def model_scorer(path: str, *, cache: bool = True, batch_size: int = 8, max_cach
     """A checkpoint as a scorer (see the module docs); a URL (``http://host:port``) is a model served
     by ``prmkit serve`` (:class:`~prmkit.serve.RemoteScorer`, built from the other arguments).
     ``check="calculator"``: its step scores with the steps whose written arithmetic is wrong set to 0
-    (:class:`~prmkit.scoring.CalculatorScorer`)."""
+    (:class:`~prmkit.scoring.CalculatorScorer`); ``check=`` other checker names, comma-separated
+    (``"calculator,sympy,provenance"``): its step scores with every step one of those checkers flags
+    set to 0 (:class:`~prmkit.scoring.CheckedScorer`)."""
     if check is not None:
-        if check != "calculator":
-            raise PrmkitError(f"unknown check {check!r}; known: calculator")
-        from prmkit.scoring._calculator import CalculatorScorer
+        if check == "calculator":  # exactly as before the checker registry: golden outputs pin it
+            from prmkit.scoring._calculator import CalculatorScorer
 
-        return CalculatorScorer(model_scorer(path, cache=cache, batch_size=batch_size,
-                                             max_cached_tokens=max_cached_tokens, **model_args))
+            return CalculatorScorer(model_scorer(path, cache=cache, batch_size=batch_size,
+                                                 max_cached_tokens=max_cached_tokens, **model_args))
+        from prmkit.scoring._checkers import CheckedScorer, get_checkers
+
+        checkers = get_checkers(check)  # unknown names fail here, before the model loads
+        return CheckedScorer(model_scorer(path, cache=cache, batch_size=batch_size,
+                                          max_cached_tokens=max_cached_tokens, **model_args), checkers)
     if _is_url(path):
         return get_scorer("remote", url=str(path), **model_args)
     from prmkit.models import RewardModel
@@ -70,6 +80,22 @@ def calculator_scorer(path: str | None = None, *, flagged: float = 0.0, **model_
     return CalculatorScorer(model_scorer(path, **model_args), flagged=flagged)
 
 
+def checks_scorer(path: str | None = None, *, checks: str = "calculator,sympy,provenance",
+                  flagged: float = 0.0, **model_args: Any) -> StepScorer:
+    """The registry's ``checks`` (:class:`~prmkit.scoring.CheckedScorer`): the step checkers named in
+    ``checks`` (comma-separated, :data:`~prmkit.scoring.CHECKERS`), alone or around the model at
+    ``path`` (any ``model`` argument)."""
+    from prmkit.scoring._checkers import CheckedScorer, get_checkers
+
+    checkers = get_checkers(checks)
+    if path is None:
+        if model_args:
+            raise PrmkitError(f"the checks alone take no model arguments ({', '.join(model_args)}); "
+                              f"give the PRM with --model DIR -s check={checks}")
+        return CheckedScorer(None, checkers, flagged=flagged)
+    return CheckedScorer(model_scorer(path, **model_args), checkers, flagged=flagged)
+
+
 def _is_url(path: Any) -> bool:
     """``http://...`` or ``https://...``; one slash is enough, since ``pathlib`` (the CLI's ``--model``
     is a path) folds ``http://host`` to ``http:/host``. The remote scorer comes through the registry,
@@ -85,6 +111,7 @@ SCORERS = Registry("scorer", {
     "remote": "prmkit.serve._remote:RemoteScorer",
     "vllm": "prmkit.serve._vllm:VLLMScorer",
     "calculator": "prmkit.scoring._scorers:calculator_scorer",
+    "checks": "prmkit.scoring._scorers:checks_scorer",
 }, group="prmkit.scorers")
 
 

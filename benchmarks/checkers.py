@@ -1,0 +1,210 @@
+"""How well does each step checker find first errors? Precision and recall on ProcessBench GSM8K and MATH.
+
+    python benchmarks/checkers.py                                   # every checker, both splits
+    python benchmarks/checkers.py --splits gsm8k --model default    # also the shipped PRM with each
+    python benchmarks/checkers.py --calibrate                       # false flags on right solutions
+
+A checker's prediction for a solution is its first flagged step (none flagged: -1, "no error"), as
+ProcessBench reads a PRM's first step below the threshold. Per split, with 95% bootstrap intervals
+(solutions with and without an error resampled apart, ``prmkit.eval.stratified_resamples``):
+
+- **precision** of first errors: of the solutions where the checker flags a step, the share whose
+  first flagged step is the labelled first error;
+- **recall**: of the solutions with an error, the share whose labelled first error is the first step
+  flagged (ProcessBench's "error acc");
+- ProcessBench's **F1** of the checker alone: the harmonic mean of error acc and correct acc (the share
+  of error-free solutions it flags nowhere), as ``prmkit.eval.processbench_split`` computes it with
+  each step scored 1.0, or 0.0 where flagged, at the official threshold 0.5.
+
+Checkers: each registered one alone, and all of them together. ``--model DIR`` also scores the split
+with that PRM and prints its F1 alone and with each checker (``CheckedScorer``: flagged steps 0).
+
+``--calibrate`` prints the share of steps each checker flags on right solutions (GSM8K train's
+reference solutions, one step per line; MATH-500's, one per paragraph) and the numbers the
+provenance checker finds unexplained there most often: the data its constants were chosen on, so
+ProcessBench stays unseen by that choice. Last line: the command that reproduces the run; a record
+goes to ``benchmarks/results/checkers.jsonl``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import _record  # benchmarks/_record.py: notes the load average now; record() at the end
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def _first_flagged(flags_per_step: list[list]) -> int:
+    return next((i for i, f in enumerate(flags_per_step) if f), -1)
+
+
+def _prf(rows: list[tuple[int, int]]) -> dict[str, float | None]:
+    """``rows``: (label, predicted) per solution -> precision, recall (error acc), correct acc, F1."""
+    hits = sum(1 for lab, pred in rows if lab != -1 and pred == lab)
+    flagged = sum(1 for _, pred in rows if pred != -1)
+    n_err = sum(1 for lab, _ in rows if lab != -1)
+    n_ok = len(rows) - n_err
+    clean = sum(1 for lab, pred in rows if lab == -1 and pred == -1)
+    p = hits / flagged if flagged else None
+    r = hits / n_err if n_err else None
+    c = clean / n_ok if n_ok else None
+    f1 = None if r is None or c is None else (0.0 if r + c == 0 else 2 * r * c / (r + c))
+    return {"precision": p, "recall": r, "correct_acc": c, "f1": f1, "flagged": flagged}
+
+
+def _intervals(rows: list[tuple[int, int]], n: int, seed: int = 0) -> dict[str, tuple[float, float]]:
+    from prmkit.eval import percentile_interval, stratified_resamples
+
+    groups = [[r for r in rows if r[0] != -1], [r for r in rows if r[0] == -1]]
+    reps = stratified_resamples(groups, n, seed=seed)
+    out = {}
+    point = _prf(rows)
+    for key in ("precision", "recall", "f1"):
+        values = [v for v in (_prf(a + b)[key] for a, b in reps) if v is not None]
+        if values and point[key] is not None:
+            lo, hi = percentile_interval(values, point[key])
+            out[key] = (float(lo), float(hi))
+    return out
+
+
+def _pct(x: float | None) -> str:
+    return "  —  " if x is None else f"{100 * x:5.1f}"
+
+
+def _line(name: str, m: dict, iv: dict) -> str:
+    def cell(key):
+        if m[key] is None:
+            return f"{'—':>20s}"
+        lo, hi = iv.get(key, (m[key], m[key]))
+        return f"{_pct(m[key])} [{_pct(lo)}, {_pct(hi)}]"
+    return f"  {name:34s} {cell('precision')}  {cell('recall')}  {cell('f1')}  flags {m['flagged']}"
+
+
+def _official_f1(traces, preds: list[int]) -> float | None:
+    """The checker's F1 through prmkit.eval.processbench_split (steps scored 1.0 / 0.0 at 0.5)."""
+    from prmkit.eval import processbench_split
+
+    for t, pred in zip(traces, preds, strict=True):
+        for i, s in enumerate(t.steps):
+            s.scores["_bench"] = 0.0 if i == pred else 1.0
+    f1 = processbench_split(traces, "_bench")["f1"]
+    for t in traces:
+        for s in t.steps:
+            s.scores.pop("_bench", None)
+    return f1
+
+
+def _calibrate(args) -> dict:
+    from prmkit.scoring import ProvenanceChecker, get_checkers
+    from prmkit.scoring._provenance import numbers_in
+
+    sets = {}
+    gsm = [json.loads(line) for line in (args.data / "gsm8k" / "train.jsonl").open()][: args.calibrate_n]
+    sets["gsm8k-train"] = [(r["question"], [s for s in r["answer"].split("\n") if s and not s.startswith("####")])
+                           for r in gsm]
+    m500 = [json.loads(line) for line in (args.data / "math500" / "test.jsonl").open()][: args.calibrate_n]
+    sets["math500"] = [(r["problem"], [s for s in r["solution"].split("\n\n") if s.strip()]) for r in m500]
+    checkers = get_checkers(args.checkers)
+    out = {}
+    for name, items in sets.items():
+        steps = sum(len(s) for _, s in items)
+        print(f"\n{name}: {len(items)} right solutions, {steps} steps; share of steps flagged:")
+        per: dict = {}
+        for c in checkers:
+            flagged = sum(bool(c.check(q, s[:i], st)) for q, s in items for i, st in enumerate(s))
+            per[c.name] = flagged / steps
+            print(f"  {c.name:12s} {100 * flagged / steps:5.2f}%  ({flagged} steps)")
+        bare = ProvenanceChecker(constants=(), one_operation=False)
+        prov = ProvenanceChecker(constants=(), one_operation=True)
+        missing: Counter = Counter()
+        for q, s in items:
+            for i, st in enumerate(s):
+                known = bare.known(q, s[:i])
+                if prov.check(q, s[:i], st):
+                    missing.update(str(x) for x in set(numbers_in(st)) - known)
+        print("  numbers unexplained most often without constants (one operation allowed): "
+              + ", ".join(f"{k} ({v})" for k, v in missing.most_common(25)))
+        out[name] = {"flag_rate": per, "unexplained": dict(missing.most_common(25))}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", type=Path, default=DATA, help="the shared data folder (processbench/ in it)")
+    ap.add_argument("--splits", default="gsm8k,math")
+    ap.add_argument("--checkers", default="calculator,sympy,provenance")
+    ap.add_argument("--limit", type=int, default=None, help="the first N solutions of each split")
+    ap.add_argument("--bootstrap", type=int, default=1000)
+    ap.add_argument("--model", default=None, help="a PRM (folder or shipped name) to score with each checker")
+    ap.add_argument("--calibrate", action="store_true")
+    ap.add_argument("--calibrate-n", type=int, default=1000)
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    if not (args.data / "processbench").is_dir():
+        sys.exit(f"no ProcessBench data at {args.data / 'processbench'} (see ../shared/data/INDEX.md)")
+
+    from prmkit.data import read
+    from prmkit.scoring import check_trace, get_checkers
+
+    figures: dict = {}
+    if args.calibrate:
+        figures["calibrate"] = _calibrate(args)
+    checkers = get_checkers(args.checkers)
+    combos = [[c] for c in checkers] + ([checkers] if len(checkers) > 1 else [])
+    for split in [s.strip() for s in args.splits.split(",") if s.strip()]:
+        traces = list(read(args.data / "processbench" / f"{split}.json", "processbench"))[: args.limit]
+        labels = [t.first_error() for t in traces]
+        flags = {c.name: [check_trace(t, [c]) for t in traces] for c in checkers}
+        print(f"\nProcessBench {split}: {len(traces)} solutions ({sum(lab != -1 for lab in labels)} with an "
+              f"error); first errors, 95% bootstrap intervals ({args.bootstrap} resamples)")
+        print(f"  {'checker':34s} {'precision':>20s}  {'recall':>20s}  {'F1 (alone)':>20s}")
+        figures[split] = {}
+        preds_by = {}
+        for combo in combos:
+            name = "+".join(c.name for c in combo)
+            preds = [_first_flagged([[f for c in combo for f in flags[c.name][k][i]]
+                                     for i in range(len(t.steps))]) for k, t in enumerate(traces)]
+            preds_by[name] = preds
+            rows = list(zip(labels, preds, strict=True))
+            m, iv = _prf(rows), _intervals(rows, args.bootstrap)
+            official = _official_f1(traces, preds)
+            assert official is None or m["f1"] is None or abs(official - m["f1"]) < 1e-12, (official, m)
+            print(_line(name, m, iv))
+            figures[split][name] = {**m, "intervals": iv}
+        if args.model:
+            figures[split]["model"] = _with_model(args, traces, labels, preds_by)
+    took = time.perf_counter() - t0
+    print(f"\n({took:.0f} s)  python benchmarks/checkers.py " + " ".join(shlex.quote(a) for a in sys.argv[1:]))
+    _record.record("checkers", figures, None, goal="checkers flag first errors with high precision",
+                   note="precision/recall of each checker's first flagged step against ProcessBench labels")
+
+
+def _with_model(args, traces, labels, preds_by) -> dict:
+    """The PRM's F1 alone and with each checker (flagged steps 0), at the official 0.5."""
+    from prmkit.eval import predict_first_error
+    from prmkit.scoring import load_scorer, score_traces
+
+    t = time.perf_counter()
+    score_traces(load_scorer("model", args.model), traces, "prm")
+    print(f"  scored with {args.model} in {time.perf_counter() - t:.0f} s")
+    prm = [predict_first_error(tr, "prm", 0.5) for tr in traces]
+    out = {}
+    for name, preds in [("PRM alone", None)] + [(f"PRM + {k}", v) for k, v in preds_by.items()]:
+        combined = prm if preds is None else [p if c == -1 else (c if p == -1 else min(p, c))
+                                             for p, c in zip(prm, preds, strict=True)]
+        rows = list(zip(labels, combined, strict=True))
+        m, iv = _prf(rows), _intervals(rows, args.bootstrap)
+        print(_line(name, m, iv))
+        out[name] = {**m, "intervals": iv}
+    return out
+
+
+if __name__ == "__main__":
+    main()
