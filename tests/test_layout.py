@@ -366,8 +366,6 @@ _ALLOWED_MAPPING = {
     "prmkit.eval._processbench:_pool": "traces given by split, not a result",
     "prmkit.eval.probes._transfer:transfer_probe": "label sources given by data source, not a result",
     # Still reading their section's JSON form (the rest of issue 46, item 1):
-    "prmkit.eval._plots:plot_reliability": "plots draw a section's JSON form",
-    "prmkit.eval._plots:plot_prmbench": "plots draw a section's JSON form",
     "prmkit.eval.probes._collapse:CollapseProbe.details": "a probe's own numbers, not typed yet",
     "prmkit.eval.probes._gaming:GamingProbe.headline": "a probe's own numbers, not typed yet",
     "prmkit.eval.probes._gaming:GamingProbe.details": "a probe's own numbers, not typed yet",

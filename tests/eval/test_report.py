@@ -454,7 +454,10 @@ def test_the_best_of_n_figure_draws_the_verdicts_methods_bold():
     results = {"summary": {"headline": {"main": "PRM (min)", "versus": {"ORM": {}, "majority": {}},
                                         "below_random": ["PRM (min)"]}}}
     assert _verdict_methods(results) == ["PRM (min)", "ORM", "majority", "random"]
-    styles = _plots.bon_line_styles({m: {} for m in ("PRM (min)", "PRM (last)", "ORM", "majority", "random")},
+    from prmkit.eval import MethodCurve
+
+    styles = _plots.bon_line_styles({m: MethodCurve() for m in ("PRM (min)", "PRM (last)", "ORM", "majority",
+                                                                 "random")},
                                     _verdict_methods(results))
     assert {m for m, s in styles.items() if s["bold"]} == {"PRM (min)", "ORM", "majority", "random"}
     assert [m for m, s in styles.items() if s["band"]] == ["PRM (min)"]  # one band: the main method's

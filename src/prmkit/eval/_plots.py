@@ -1,7 +1,8 @@
-"""Figures of the evaluation report, drawn from the result dicts (never from traces).
+"""Figures of the evaluation report, drawn from the results (never from traces).
 
-Each function takes one section of the results (the shapes in the evaluation contract: ``bon``,
-``step_metrics``, ``probes`` ...) and returns the figure as PNG bytes, or ``None`` when the section
+Each function takes one section of the results (typed: :class:`~prmkit.eval.BonSection`,
+:class:`~prmkit.eval.StepMetricsSection`, ...; or its JSON dict, read into that class first; the
+probes' figures take the probe's own numbers) and returns the figure as PNG bytes, or ``None`` when the section
 holds nothing to draw. Figures are built on :class:`matplotlib.figure.Figure` with the Agg canvas,
 never through ``pyplot``: no global figure state leaks between calls or into a user's session, and
 the same data gives the same bytes (the PNG carries no software version or timestamp).
@@ -22,6 +23,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from prmkit.errors import MissingDependencyError
+from prmkit.eval._results import (
+    BonSection,
+    MethodCurve,
+    PRMBenchClass,
+    PRMBenchSection,
+    ProcessBenchSection,
+    ScoreBin,
+    ScorerSteps,
+    StepMetricsSection,
+    ThresholdSweep,
+)
 
 __all__ = [
     "PNG_SIGNATURE", "plot_bon", "bon_line_styles", "plot_reliability", "plot_length_bias", "plot_threshold_sweep",
@@ -77,7 +89,14 @@ def _finite(xs: Sequence[float]) -> bool:
     return any(not math.isnan(x) for x in xs)
 
 
-def bon_line_styles(methods: Mapping[str, Any], highlight: Sequence[str] | None = None
+def _section(cls: type, x: Any) -> Any:
+    """A section as its typed result: as it is, or read from its dict (None when there is nothing)."""
+    if x is None or isinstance(x, cls):
+        return x
+    return cls.from_dict(x) if x else None
+
+
+def bon_line_styles(methods: Mapping[str, MethodCurve], highlight: Sequence[str] | None = None
                     ) -> dict[str, dict[str, Any]]:
     """How :func:`plot_bon` draws each method: ``bold`` (legend in bold), ``band`` (its bootstrap
     band), ``linewidth``, ``alpha``, ``markersize``.
@@ -87,7 +106,8 @@ def bon_line_styles(methods: Mapping[str, Any], highlight: Sequence[str] | None 
     PRM line and the reference methods. Overlapping bands hide everything; the tables carry every
     interval.
 
-    >>> st = bon_line_styles({"PRM (min)": {}, "PRM (last)": {}, "ORM": {"selector": "bon"}}, ["PRM (min)", "ORM"])
+    >>> st = bon_line_styles({"PRM (min)": MethodCurve(), "PRM (last)": MethodCurve(), "ORM": MethodCurve("bon")},
+    ...                      ["PRM (min)", "ORM"])
     >>> [(k, v["bold"], v["band"], v["alpha"]) for k, v in st.items()]
     [('PRM (min)', True, True, 1.0), ('PRM (last)', False, False, 0.35), ('ORM', True, False, 1.0)]
     """
@@ -97,9 +117,8 @@ def bon_line_styles(methods: Mapping[str, Any], highlight: Sequence[str] | None 
     else:
         banded = {"PRM (min)" if "PRM (min)" in methods
                   else next((str(n) for n in methods if str(n).startswith("PRM")), "")}
-        banded |= {str(n) for n, m in methods.items() if m.get("selector") in ("oracle", "majority")}
-        banded |= {str(n) for n, m in methods.items()
-                   if m.get("selector") == "bon" and str(n).startswith("ORM")}
+        banded |= {str(n) for n, m in methods.items() if m.selector in ("oracle", "majority")}
+        banded |= {str(n) for n, m in methods.items() if m.selector == "bon" and str(n).startswith("ORM")}
     out = {}
     for name in methods:
         light = bool(bold) and str(name) not in bold
@@ -109,17 +128,18 @@ def bon_line_styles(methods: Mapping[str, Any], highlight: Sequence[str] | None 
     return out
 
 
-def plot_bon(bon: Mapping[str, Any] | None, highlight: Sequence[str] | None = None) -> bytes | None:
+def plot_bon(bon: BonSection | Mapping[str, Any] | None, highlight: Sequence[str] | None = None) -> bytes | None:
     """Best-of-N accuracy against N (log2 axis): one line per method; the oracle (pass@N) dashed.
 
     ``highlight``: the methods the verdict is about (say ``PRM (min)``, ``ORM``, ``majority``) are
     drawn bold with their bootstrap bands and named in bold in the legend; every other method is a
     thin light line without a band, there for context. Without it, the first PRM line and the
     reference methods are banded. ``None`` when there is no N or no method."""
-    if not bon:
+    bon = _section(BonSection, bon)
+    if bon is None:
         return None
-    ns = [n for n in bon.get("ns") or []]
-    methods = bon.get("methods") or {}
+    ns = [n for n in bon.ns or []]
+    methods = {k: m for k, m in (bon.methods or {}).items() if isinstance(m, MethodCurve)}
     if not ns or not methods:
         return None
     fig = _figure(8.4, 4.4)
@@ -131,16 +151,16 @@ def plot_bon(bon: Mapping[str, Any] | None, highlight: Sequence[str] | None = No
     banded = {name for name, st in look.items() if st["band"]}
     styles = ("-", "-.", ":")
     for i, (name, m) in enumerate(methods.items()):
-        acc = [100 * v for v in _nums(m.get("acc"), len(ns))]
+        acc = [100 * v for v in _nums(m.acc, len(ns))]
         if not _finite(acc):
             continue
-        lo = [100 * v for v in _nums(m.get("lo"), len(ns))]
-        hi = [100 * v for v in _nums(m.get("hi"), len(ns))]
+        lo = [100 * v for v in _nums(m.lo, len(ns))]
+        hi = [100 * v for v in _nums(m.hi, len(ns))]
         st = look[str(name)]
         # The verdict's methods get the most distinct colours, in the verdict's order.
         color = (_BOLD_COLORS[order.index(str(name)) % len(_BOLD_COLORS)] if st["bold"]
                  else _COLORS[i % len(_COLORS)])
-        oracle = m.get("selector") == "oracle"
+        oracle = m.selector == "oracle"
         ax.plot(ns, acc, marker="o", markersize=st["markersize"], color=color, label=str(name),
                 linewidth=st["linewidth"], alpha=st["alpha"], zorder=3 if st["bold"] else 1,
                 linestyle="--" if oracle else styles[(i // len(_COLORS)) % len(styles)])
@@ -155,7 +175,7 @@ def plot_bon(bon: Mapping[str, Any] | None, highlight: Sequence[str] | None = No
     ax.set_xticklabels([str(n) for n in ns])
     ax.set_xlabel("N (candidates per problem)")
     ax.set_ylabel("accuracy (%)")
-    problems = bon.get("problems")
+    problems = bon.problems
     banded_names = ", ".join(str(n) for n in methods if str(n) in banded) if bold else "PRM, ORM, majority, oracle"
     ax.set_title(f"Best-of-N accuracy ({problems} problems; 95% bootstrap band{'' if len(banded) == 1 else 's'} "
                  f"for {banded_names})"
@@ -171,14 +191,22 @@ def plot_bon(bon: Mapping[str, Any] | None, highlight: Sequence[str] | None = No
     return _png(fig)
 
 
-def plot_reliability(step_metrics: Mapping[str, Any] | None) -> bytes | None:
+def plot_reliability(step_metrics: StepMetricsSection | ScorerSteps | Mapping[str, Any] | None) -> bytes | None:
     """Reliability diagram (fraction of steps correct against mean score, per score bin) with the
-    step count per bin below. Takes one scorer's metrics (a dict with ``bins``) or the whole
-    ``step_metrics`` section (scorer key -> metrics), drawn together."""
-    if not step_metrics:
+    step count per bin below. Takes one scorer's metrics (:class:`~prmkit.eval.ScorerSteps`, or a dict
+    with ``bins``) or the whole ``step_metrics`` section (scorer key -> metrics), drawn together."""
+    if isinstance(step_metrics, ScorerSteps):
+        per: dict[str, ScorerSteps] = {"": step_metrics}
+    elif isinstance(step_metrics, StepMetricsSection):
+        per = step_metrics.named()
+    elif not step_metrics:
         return None
-    per_key = {"": step_metrics} if "bins" in step_metrics else dict(step_metrics)
-    per_key = {k: v for k, v in per_key.items() if isinstance(v, Mapping) and v.get("bins")}
+    elif "bins" in step_metrics:
+        per = {"": ScorerSteps.from_dict(step_metrics)}
+    else:
+        per = StepMetricsSection.from_dict(step_metrics).named()
+    per_key = {k: [b for b in v.bins or [] if isinstance(b, ScoreBin)] for k, v in per.items() if v.bins}
+    eces = {k: per[k].ece for k in per_key}
     if not per_key:
         return None
     fig = _figure(6.4, 5.2)
@@ -187,20 +215,19 @@ def plot_reliability(step_metrics: Mapping[str, Any] | None) -> bytes | None:
     counts = fig.add_subplot(grid[1], sharex=ax)
     ax.plot([0, 1], [0, 1], color="grey", linestyle=":", linewidth=1, label="perfect calibration")
     width = 1.0 / max(len(per_key), 1)
-    for i, (key, m) in enumerate(per_key.items()):
-        bins = m["bins"]
+    for i, (key, bins) in enumerate(per_key.items()):
         color = _COLORS[i % len(_COLORS)]
-        xs = [_num(b.get("mean_score")) for b in bins]
-        ys = [_num(b.get("frac_correct")) for b in bins]
-        ece = m.get("ece")
+        xs = [_num(b.mean_score) for b in bins]
+        ys = [_num(b.frac_correct) for b in bins]
+        ece = eces[key]
         label = key or "score"
         if ece is not None:
             label += f" (ECE {_num(ece):.3f})"
         ax.plot(xs, ys, marker="o", markersize=4, color=color, label=label)
-        lefts = [_num(b.get("lo")) for b in bins]
-        widths = [_num(b.get("hi")) - _num(b.get("lo")) for b in bins]
+        lefts = [_num(b.lo) for b in bins]
+        widths = [_num(b.hi) - _num(b.lo) for b in bins]
         counts.bar([lo + w * width * i for lo, w in zip(lefts, widths, strict=True)],
-                   [b.get("count") or 0 for b in bins], width=[w * width for w in widths],
+                   [b.count or 0 for b in bins], width=[w * width for w in widths],
                    align="edge", color=color, alpha=0.7)
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
@@ -240,20 +267,21 @@ def plot_length_bias(length_bias: Mapping[str, Any] | None) -> bytes | None:
     return _png(fig)
 
 
-def plot_threshold_sweep(processbench: Mapping[str, Any] | None) -> bytes | None:
+def plot_threshold_sweep(processbench: ProcessBenchSection | Mapping[str, Any] | None) -> bytes | None:
     """ProcessBench F1 against the threshold, one line per sweep (the split it was tuned on), its
     best threshold marked."""
-    sweeps = [s for s in (processbench or {}).get("sweep") or []
-              if s.get("thresholds") and s.get("f1")]
+    pb = _section(ProcessBenchSection, processbench)
+    sweeps = [s for s in (pb.sweep if pb is not None else None) or []
+              if isinstance(s, ThresholdSweep) and s.thresholds and s.f1]
     if not sweeps:
         return None
     fig = _figure()
     ax = fig.add_subplot(1, 1, 1)
     for i, s in enumerate(sweeps):
         color = _COLORS[i % len(_COLORS)]
-        ts = [_num(t) for t in s["thresholds"]]
-        ax.plot(ts, _nums(s["f1"], len(ts)), color=color, label=f"tuned on {s.get('tuned_on')}")
-        best = s.get("best")
+        ts = [_num(t) for t in s.thresholds or []]
+        ax.plot(ts, _nums(s.f1, len(ts)), color=color, label=f"tuned on {s.tuned_on}")
+        best = s.best
         if best is not None:
             ax.axvline(_num(best), color=color, linestyle="--", linewidth=1)
     ax.set_xlabel("threshold on P(step correct)")
@@ -265,17 +293,18 @@ def plot_threshold_sweep(processbench: Mapping[str, Any] | None) -> bytes | None
     return _png(fig)
 
 
-def plot_prmbench(prmbench: Mapping[str, Any] | None) -> bytes | None:
+def plot_prmbench(prmbench: PRMBenchSection | Mapping[str, Any] | None) -> bytes | None:
     """PRMScore per PRMBench class as bars, the overall score as a line."""
-    classes = {k: v for k, v in ((prmbench or {}).get("classes") or {}).items()
-               if isinstance(v, Mapping)}
+    pr = _section(PRMBenchSection, prmbench)
+    classes = {k: v for k, v in ((pr.classes if pr is not None else None) or {}).items()
+               if isinstance(v, PRMBenchClass)}
     if not classes:
         return None
     names = list(classes)
     fig = _figure(max(6.4, 0.6 * len(names) + 2), 4.0)
     ax = fig.add_subplot(1, 1, 1)
-    ax.bar(range(len(names)), [_num(classes[n].get("prmscore")) for n in names], color=_COLORS[0])
-    overall = ((prmbench or {}).get("overall") or {}).get("prmscore")
+    ax.bar(range(len(names)), [_num(classes[n].prmscore) for n in names], color=_COLORS[0])
+    overall = pr.overall.prmscore if isinstance(pr.overall, PRMBenchClass) else None
     if overall is not None:
         ax.axhline(_num(overall), color=_COLORS[1], linestyle="--", label=f"overall {_num(overall):.3f}")
         ax.legend(fontsize=8)

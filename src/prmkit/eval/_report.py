@@ -734,9 +734,8 @@ def _verdict_methods(results: EvalResults | Mapping[str, Any]) -> list[str]:
 
 def _draw(out: dict[str, bytes], name: str, plot: Callable[[Any], bytes | None], section: Any,
           cls: type) -> None:
-    # The plots read the section's JSON form (plots.py draws from files too).
-    if isinstance(section, cls) and section.to_dict():
-        png = plot(section.to_dict())
+    if isinstance(section, cls) and section.to_dict():  # a section with nothing in it draws nothing
+        png = plot(section)
         if png is not None:
             out[name] = png
 
