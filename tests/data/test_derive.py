@@ -503,3 +503,21 @@ def test_gsm8k_train_hard_negatives(shared_data):
         else:
             assert d["plausible"] is True and plausible(t.final_answer, t.problem.answer)
             assert values(t) == [1] * d["step"] + [-1] + [None] * (len(t.steps) - d["step"] - 1)
+
+
+def test_no_shipped_config_trains_on_evaluation_files():
+    """GSM8K test (and its Socratic twin), MATH-500, ProcessBench and PRMBench's test files are for
+    evaluation only (docs/data.md): no shipped training config trains or selects on one."""
+    import yaml
+
+    from prmkit.train import example_configs
+
+    held_out = ("gsm8k/test", "test_socratic", "math500", "processbench", "_test_")
+    configs = example_configs()
+    assert "public-prm" in configs
+    for path in configs.values():
+        cfg = yaml.safe_load(path.read_text()) or {}
+        for key in ("train", "eval"):  # eval: what a run is judged and picked on while it trains
+            files = cfg.get(key) or []
+            for entry in [files] if isinstance(files, str) else files:
+                assert not any(h in str(entry) for h in held_out), f"{path.name}: {key} names {entry}"
