@@ -128,6 +128,11 @@ def test_a_record_keeps_unknown_keys_and_the_keys_it_read():
     assert b.to_dict() == d                       # nothing added (no null problems), nothing lost
     assert b.methods["m"].extra == {"new_number": 3} and b.methods["odd"] == "not an object"
     assert b.has("seed") and not b.has("problems")
+    # A field with a default other than None (a stage result's counts) is left out too when absent.
+    assert RefusalsResult.from_dict({"separation": {}}).to_dict() == {"separation": {}}
+    report = SampleReport.from_dict({"generated": 2})
+    report.correct += 1  # set after reading: written
+    assert report.to_dict() == {"generated": 2, "correct": 1}
     with pytest.raises(FormatError, match="bon.methods.m — must be an object, got list"):
         MethodCurve.from_dict([1], where="bon.methods.m")
 

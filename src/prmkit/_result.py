@@ -10,9 +10,9 @@ nested record type (``record=``, ``records=`` for a list, ``by_name=`` for a dic
 whether a None is left out of the dict (``omit_none=True``: the key was optional in the files written
 so far). Keys a record does not know are kept in ``extra``, in order, and written back as they came,
 so a results file written by a newer prmkit, or a section with a field added by hand, loses nothing on
-its way through ``prmkit report``; a record read from a dict also writes back only the keys the dict had
-(an absent key stays absent, an explicit null stays null), so a file read and written again is the same
-file.
+its way through ``prmkit report``. A record read from a dict writes back only the keys the dict had (an
+absent key stays absent unless its field is set since; an explicit null stays null): a file read and
+written again is the same file.
 
 >>> from dataclasses import dataclass, field
 >>> @dataclass
@@ -87,6 +87,17 @@ def record_field(*, record: type | None = None, records: type | None = None, by_
     return dataclasses.field(default=default, metadata=meta)
 
 
+def _is_default(v: Any, f: dataclasses.Field) -> bool:
+    """True when ``v`` is the field's default (of the same type: an array is never "equal" here)."""
+    if f.default is not dataclasses.MISSING:
+        d = f.default
+    elif f.default_factory is not dataclasses.MISSING:
+        d = f.default_factory()
+    else:
+        return False
+    return v is d or (type(v) is type(d) and v == d)
+
+
 def _dump(v: Any) -> Any:
     if isinstance(v, Record):
         return v.to_dict()
@@ -122,8 +133,10 @@ class Record:
             if f.name == "extra":
                 continue
             v = getattr(self, f.name)
-            if v is None and (f.metadata.get("omit_none") or (given is not None and f.name not in given)):
+            if v is None and f.metadata.get("omit_none"):
                 continue
+            if given is not None and f.name not in given and _is_default(v, f):
+                continue  # not in the dict it was read from, and not set since
             out[f.name] = _dump(v)
         out.update(getattr(self, "extra", {}))
         return out

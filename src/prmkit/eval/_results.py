@@ -551,7 +551,7 @@ class OtherSection:
 
 #: The report's sections that have a class (registered under the section's name as its kind).
 SECTION_NAMES = ("summary", "card", "bon", "checked", "bon_live", "step_metrics", "probes", "processbench",
-                 "prmbench", "labels", "monitorability", "meta")
+                 "prmbench", "labels", "refusals", "monitorability", "meta")
 
 
 def section_from_dict(name: str, value: Any) -> Any:
@@ -583,7 +583,7 @@ class EvalResults:
 
     @property
     def card(self) -> Any:
-        """The the card (:class:`~prmkit.eval.Card`), or None."""
+        """The card (:class:`~prmkit.eval.Card`), or None."""
         return self.sections.get("card")
 
     @property
