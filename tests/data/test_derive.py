@@ -505,6 +505,21 @@ def test_gsm8k_train_hard_negatives(shared_data):
             assert values(t) == [1] * d["step"] + [-1] + [None] * (len(t.steps) - d["step"] - 1)
 
 
+def test_a_value_the_problem_also_states_is_not_continued_on_a_guess():
+    """Sam keeps 12-8 = 4 apples and buys 4 bags: a slip of the 4 kept would have to decide whether
+    "4*3" means the apples kept or the bags (read by hand on GSM8K train: "4 pieces" rewritten with a
+    slipped 4), and likewise for the 12 bought (12 apples in the problem). Such errors are not made:
+    only the last step, whose result nothing uses, gets a slip."""
+    sam = Problem("Sam has 12 apples and gives 8 away. Then he buys 4 bags of 3 apples each. How many apples does "
+                  "he have?", answer="16", id="sam",
+                  solution="Sam keeps 12-8=<<12-8=4>>4 apples.\nHe buys 4*3=<<4*3=12>>12 apples.\n"
+                           "He has 4+12=<<4+12=16>>16 apples.\n#### 16")
+    ts = list(inject_errors([sam], error_types=["arithmetic_slip"], per_problem=20, correct_fraction=0.0))
+    assert sorted(t.final_answer for t in ts) == ["13", "14", "15", "17", "18", "19"]
+    assert all(t.meta["derived"]["step"] == 2 and [s.text for s in t.steps[:2]] == ["Sam keeps 12-8=4 apples.",
+                                                                                 "He buys 4*3=12 apples."] for t in ts)
+
+
 def test_no_shipped_config_trains_on_evaluation_files():
     """GSM8K test (and its Socratic twin), MATH-500, ProcessBench and PRMBench's test files are for
     evaluation only (docs/data.md): no shipped training config trains or selects on one."""

@@ -5,8 +5,9 @@ A reference step such as ``36-8=28`` is read as an equation (operands, operators
 written left side evaluates to its result; every number the steps write is a token. An error edits
 one step; later steps then continue consistently from the wrong value (each token that carried a
 changed value is rewritten and each equation using it recomputed), as errors propagate in real
-samples, so the answer line states what the text derived. Only ``right_answer_wrong_step`` leaves the
-later steps as they were.
+samples, so the answer line states what the text derived. Where a later step writes a changed value
+that the problem also states (a result of 4 and "4 pieces"), which one it means cannot be told, and
+that error is not made. Only ``right_answer_wrong_step`` leaves the later steps as they were.
 """
 
 from __future__ import annotations
@@ -384,6 +385,11 @@ def _propagate(plan: _Plan, edits: Edits, changed: dict[Fraction, Fraction], sta
                     changed[tok.value] = val
                     rep[tok.span] = written
             elif tok.value in changed and tok.span not in rep and plan.substitutable(tok, line):
+                if not plan.chain and j > start and not line.answer and tok.value in plan.problem_numbers:
+                    # The problem states this number too: whether this token is the changed result or
+                    # the problem's quantity cannot be told (read by hand: "4 pieces" rewritten as a
+                    # slipped 4 -> 5), so the error is not made rather than continued on a guess.
+                    return False
                 rep[tok.span] = _format_like(changed[tok.value], tok.text)
     return True
 
