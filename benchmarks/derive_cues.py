@@ -17,7 +17,8 @@ for ``prmkit data derive`` as it was and with ``--hard-negatives``.
    its AUROC for "wrong trace" over the held-out scores, with a 95% percentile interval over 1,000
    bootstrap resamplings of problems, and the mean AUROC within a problem (problems with both a
    right and a wrong trace). Each feature's own AUROC is printed as well (0.5 is no cue; below 0.5
-   is a cue the other way).
+   is a cue the other way), and that of one wording cue the classifier is not given: a line that
+   restates an equation ("So 36-8 = 28."), which ``--hard-negatives`` writes into correct traces only.
 4. Printed last: the ratio of the leaks, |AUROC − 0.5| with hard negatives over without (lower is
    better; the goal: the surface classifier within 0.05 of chance with hard negatives).
 """
@@ -44,6 +45,9 @@ SHARED = Path(os.environ.get("PRMKIT_SHARED_DATA") or Path(__file__).resolve().p
 FEATURES = ("steps", "chars", "chars_per_step", "annotation", "answer_is_form", "answer_hash_form",
             "answer_other_form", "thousands", "decimals", "answer_whole", "answer_log10", "answer_negative")
 _NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
+# A wording cue, measured apart from the classifier: the lines that --hard-negatives writes into
+# correct traces only ("So 36-8 = 28.", "That is, ...", "Check: ...", or one ending a merged line).
+_RESTATED = re.compile(r"(?:^|\. )(?:So|That is,|Check:) [^=]*= [^ ]+\.$")
 
 
 def features(t: Trace) -> list[float]:
@@ -103,6 +107,8 @@ def measure(traces: list[Trace], bootstrap: int, seed: int) -> dict:
             reps.append(a)
     lo, hi = percentile_interval(reps, overall)
     per_feature = {name: auroc(x[:, j].tolist(), (y == 1).tolist()) for j, name in enumerate(FEATURES)}
+    restated = [float(any(_RESTATED.search(s.text) for s in t.steps)) for t in traces]
+    per_feature["restating_line"] = auroc(restated, (y == 1).tolist())
     return {"auroc": overall, "lo": float(lo), "hi": float(hi), "within_problem": float(np.mean(within)),
             "within_problems": len(within), "traces": len(traces), "wrong": int(y.sum()),
             "per_feature": per_feature}
@@ -126,9 +132,10 @@ def main(argv: list[str] | None = None) -> None:
               f"surface-cue AUROC {m['auroc']:.3f} [{m['lo']:.3f}, {m['hi']:.3f}], "
               f"within a problem {m['within_problem']:.3f} ({m['within_problems']} problems)")
     print(f"{'feature':18s} {'before':>7s} {'after':>7s}")
-    for name in FEATURES:
+    for name in (*FEATURES, "restating_line"):
         cells = [out[k]["per_feature"][name] for k in ("before", "after")]
         print(f"{name:18s} " + " ".join(f"{c:7.3f}" if c is not None else "      -" for c in cells))
+    print("(restating_line: a wording cue, not given to the classifier)")
     print("command: python " + " ".join(shlex.quote(a) for a in sys.argv))
     leak = {k: abs(out[k]["auroc"] - 0.5) for k in out}
     ratio = leak["after"] / leak["before"] if leak["before"] else float("nan")
@@ -136,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     _record.record("derive_cues", {
         "problems": args.problems, "seed": args.seed,
         **{f"{k}_{f}": out[k][f] for k in out for f in ("auroc", "lo", "hi", "within_problem", "traces", "wrong")},
-        **{f"{k}_feature_{n}": out[k]["per_feature"][n] for k in out for n in FEATURES}},
+        **{f"{k}_feature_{n}": out[k]["per_feature"][n] for k in out for n in (*FEATURES, "restating_line")}},
         ratio, goal="surface-cue AUROC within 0.05 of chance with --hard-negatives")
 
 
