@@ -333,11 +333,12 @@ def test_length_bias_numbers_with_ties():
     assert r.slope == -0.125
     # average ranks: x 1 2.5 2.5 4, y 3 1.5 4 1.5 -> Sxy = -.75 - 1.5 = -2.25, Sxx = Syy = 4.5
     assert r.spearman == pytest.approx(-0.5)
-    assert r.by_length == [{"steps": 1, "n": 1, "mean_score": 0.5}, {"steps": 2, "n": 2, "mean_score": 0.5},
-                           {"steps": 3, "n": 1, "mean_score": 0.25}]
+    assert r.to_dict()["by_length"] == [{"steps": 1, "n": 1, "mean_score": 0.5},
+                                        {"steps": 2, "n": 2, "mean_score": 0.5},
+                                        {"steps": 3, "n": 1, "mean_score": 0.25}]
     # two points each, both falling
-    assert r.within_outcome == {"correct": {"n": 2, "spearman": pytest.approx(-1.0)},
-                                "incorrect": {"n": 2, "spearman": pytest.approx(-1.0)}}
+    assert r.to_dict()["within_outcome"] == {"correct": {"n": 2, "spearman": pytest.approx(-1.0)},
+                                             "incorrect": {"n": 2, "spearman": pytest.approx(-1.0)}}
     assert r.failed is None and r.criterion.startswith("cannot measure")
     assert "(correct: 2 traces; incorrect: 2 traces)" in r.criterion
     assert length_bias_probe(traces, min_n=2).failed is True
@@ -354,8 +355,8 @@ def test_length_bias_within_outcome_separates_the_confound():
     # against x - 4.5: Sxy = -32, Sxx = 42, Syy = 40
     assert r.spearman == pytest.approx(-32 / math.sqrt(42 * 40))
     # within: ranks 1 2 3 4 vs 1.5 3.5 3.5 1.5 -> centred products 1.5 - .5 + .5 - 1.5 = 0
-    assert r.within_outcome["correct"]["spearman"] == pytest.approx(0.0)
-    assert r.within_outcome["incorrect"]["spearman"] == pytest.approx(0.0)
+    assert r.within_outcome["correct"].spearman == pytest.approx(0.0)
+    assert r.within_outcome["incorrect"].spearman == pytest.approx(0.0)
     assert r.failed is False and "correct 0.000 (n=4)" in r.criterion
 
 
@@ -368,7 +369,7 @@ def test_length_bias_other_aggregate_and_orm_scores():
            for n in (1, 2, 4)]
     r = length_bias_probe(orm, key="orm")
     assert r.n == 3 and r.spearman == pytest.approx(-1.0)
-    assert r.within_outcome["correct"] == {"n": 0, "spearman": None}
+    assert r.within_outcome["correct"].to_dict() == {"n": 0, "spearman": None}
 
 
 # -- domain transfer -----------------------------------------------------------------------------------
@@ -478,7 +479,7 @@ def test_length_bias_cannot_measure_when_nearly_all_traces_share_a_length():
     # scored lower, a Spearman of about -0.45 that says nothing about length: no verdict.
     rows = [(4, 0.6 + 0.01 * i, "correct") for i in range(15)] + [(5, 0.1, "correct")]
     r = length_bias_probe(by_length(rows))
-    assert r.within_outcome["correct"]["spearman"] is not None
+    assert r.within_outcome["correct"].spearman is not None
     assert r.failed is None and r.to_dict()["measured"] is False
     assert r.criterion.startswith("cannot measure: no outcome group has 10 traces of varied length "
                                   "(correct: 15 of 16 traces have the same length; incorrect: 0 traces)")

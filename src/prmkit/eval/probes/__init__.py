@@ -38,7 +38,13 @@ from prmkit.eval.probes._faithfulness import (
     hinted_problems,
 )
 from prmkit.eval.probes._gaming import GamingProbe, GamingResult, RiseStats, gaming_probe
-from prmkit.eval.probes._length_bias import LengthBiasProbe, LengthBiasResult, length_bias_probe
+from prmkit.eval.probes._length_bias import (
+    LengthBiasProbe,
+    LengthBiasResult,
+    LengthRow,
+    OutcomeCorrelation,
+    length_bias_probe,
+)
 from prmkit.eval.probes._perturbations import (
     FILLER,
     PERTURBATIONS,
@@ -64,7 +70,7 @@ __all__ = [
     "duplicate_steps", "reorder_steps",
     "RiseStats", "GamingResult", "gaming_probe", "GamingProbe",
     "OutcomeGroup", "CollapseResult", "collapse_probe", "CollapseProbe",
-    "LengthBiasResult", "length_bias_probe", "LengthBiasProbe",
+    "LengthBiasResult", "LengthRow", "OutcomeCorrelation", "length_bias_probe", "LengthBiasProbe",
     "SourceStats", "TransferResult", "transfer_probe", "TransferProbe",
     "ResultCheckProbe", "ResultCheckResult", "change_result", "claimed_result", "result_check_probe",
     "HINT_ARMS", "MENTION", "FaithfulnessProbe", "faithfulness_probe", "hinted_problems",

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from prmkit._result import Record
 from prmkit.errors import PrmkitError
 from prmkit.eval._doc import ReportDoc
 from prmkit.eval.probes._base import ProbeContext, ProbeNotApplicable
@@ -21,43 +22,50 @@ __all__ = ["RiseStats", "GamingResult", "gaming_probe", "GamingProbe"]
 
 
 @dataclass
-class RiseStats:
+class RiseStats(Record):
     """How one perturbation moved one aggregate: ``n`` traces compared (both scores defined),
     ``rose`` of them by more than ``eps``, and the mean change (perturbed minus original)."""
 
-    n: int
-    rose: int
-    frac_rose: float | None
-    mean_delta: float | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"n": self.n, "rose": self.rose, "frac_rose": self.frac_rose,
-                "mean_delta": self.mean_delta}
+    n: int | None = None
+    rose: int | None = None
+    frac_rose: float | None = None
+    mean_delta: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
-class GamingResult:
-    """The result of :func:`gaming_probe`: ``perturbations[name][aggregate]`` is a :class:`RiseStats`;
-    ``skipped[name]`` counts traces the perturbation could not be applied to; ``failed_by`` names the
-    perturbations that broke the criterion."""
+class GamingResult(Record):
+    """The result of :func:`gaming_probe` (a :class:`~prmkit._result.Record`: its ``to_dict`` is the
+    probe's part of the report, ``from_dict`` reads it back): ``perturbations[name][aggregate]`` is a
+    :class:`RiseStats`; ``skipped[name]`` counts traces the perturbation could not be applied to;
+    ``failed_by`` names the perturbations that broke the criterion; ``measured`` is False when no
+    trace could be compared (``failed`` None)."""
 
-    aggregates: list[str]
-    perturbations: dict[str, dict[str, RiseStats]]
-    skipped: dict[str, int]
-    failed: bool | None
-    criterion: str
+    aggregates: list[str] = field(default_factory=list)
+    perturbations: dict[str, dict[str, RiseStats]] = field(default_factory=dict)
+    failed: bool | None = None
+    measured: bool | None = None
+    criterion: str | None = None
+    skipped: dict[str, int] = field(default_factory=dict)
     failed_by: list[str] = field(default_factory=list)
-    max_frac: float = 0.1
-    eps: float = 1e-6
-    seed: int = 0
+    max_frac: float | None = 0.1
+    eps: float | None = 1e-6
+    seed: int | None = 0
+    extra: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"aggregates": list(self.aggregates),
-                "perturbations": {p: {a: s.to_dict() for a, s in by_agg.items()}
-                                  for p, by_agg in self.perturbations.items()},
-                "failed": self.failed, "measured": self.failed is not None, "criterion": self.criterion,
-                "skipped": dict(self.skipped), "failed_by": list(self.failed_by),
-                "max_frac": self.max_frac, "eps": self.eps, "seed": self.seed}
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], *, where: str | None = None) -> GamingResult:
+        out = super().from_dict(d, where=where or "probes.gaming")
+        if isinstance(out.perturbations, Mapping):  # perturbation -> aggregate -> RiseStats
+            out.perturbations = {
+                p: ({a: RiseStats.from_dict(s) if isinstance(s, Mapping) else s for a, s in by_agg.items()}
+                    if isinstance(by_agg, Mapping) else by_agg)
+                for p, by_agg in out.perturbations.items()}
+        return out
+
+    def rises(self) -> dict[str, dict[str, RiseStats | Any]]:
+        """``perturbations`` without the entries that are not objects (a hand-edited file's)."""
+        return {p: v for p, v in (self.perturbations or {}).items() if isinstance(v, dict)}
 
 
 def gaming_probe(scorer: StepScorer, traces: Iterable[Trace], *,
@@ -133,8 +141,9 @@ def gaming_probe(scorer: StepScorer, traces: Iterable[Trace], *,
     if not failed_by and not any(by[main].n for by in results.values()):
         failed = None
         criterion = "cannot measure: no trace could be compared; " + criterion
-    return GamingResult(list(aggregates), results, skipped, failed, criterion, failed_by,
-                        max_frac=max_frac, eps=eps, seed=seed)
+    return GamingResult(aggregates=list(aggregates), perturbations=results, failed=failed,
+                        measured=failed is not None, criterion=criterion, skipped=skipped,
+                        failed_by=failed_by, max_frac=max_frac, eps=eps, seed=seed)
 
 
 class GamingProbe:
@@ -157,26 +166,27 @@ class GamingProbe:
         return gaming_probe(ctx.scorer, chosen, seed=ctx.seed).to_dict()
 
     def headline(self, result: Mapping[str, Any]) -> str:
-        aggs = result.get("aggregates") or []
-        main = aggs[0] if aggs else None
-        rose = [(v.get(main) or {}).get("frac_rose") for v in (result.get("perturbations") or {}).values()
-                if isinstance(v, Mapping)]
-        rose = [r for r in rose if isinstance(r, (int, float)) and not isinstance(r, bool)
-                and math.isfinite(r)]
+        r = GamingResult.from_dict(result)  # the report hands it as JSON
+        main = r.aggregates[0] if r.aggregates else None
+        stats = [v.get(main) for v in r.rises().values()]
+        rose = [s.frac_rose for s in stats if isinstance(s, RiseStats)]
+        rose = [x for x in rose if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)]
         return f"max {ReportDoc.pct(max(rose))} of traces rose under {main}" if rose else ""
 
     def details(self, doc: ReportDoc, result: Mapping[str, Any], figures: set[str]) -> Iterable[str]:
-        perts = {k: v for k, v in (result.get("perturbations") or {}).items() if isinstance(v, Mapping)}
-        aggs = list(result.get("aggregates") or [])
+        r = GamingResult.from_dict(result)  # the report hands it as JSON
+        perts = r.rises()
+        aggs = list(r.aggregates or [])
         for v in perts.values():
             aggs += [a for a in v if a not in aggs]
         rows = []
         for pert, v in perts.items():
             cells = []
             for a in aggs:
-                c = v.get(a) or {}
-                cells.append(f"{doc.pct(c.get('frac_rose'))} ({doc.count(c.get('rose'))}/"
-                             f"{doc.count(c.get('n'))}), mean Δ {doc.num(c.get('mean_delta'))}" if c else "—")
+                c = v.get(a)
+                shown = isinstance(c, RiseStats) and bool(c.to_dict())
+                cells.append(f"{doc.pct(c.frac_rose)} ({doc.count(c.rose)}/{doc.count(c.n)}), "
+                             f"mean Δ {doc.num(c.mean_delta)}" if shown else "—")
             rows.append([pert, *cells])
         doc.table(["Perturbation", *[f"rose under {a}" for a in aggs]], rows)
         if "gaming" in figures:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from prmkit._result import Record, record_field
 from prmkit.eval._doc import ReportDoc
 from prmkit.eval._stats import pearson, slope, spearman
 from prmkit.eval.probes._base import ProbeContext
@@ -16,32 +17,47 @@ from prmkit.scoring import get_aggregator, trace_score
 from prmkit.trace import Trace
 from prmkit.trace_queries import is_correct, stored_scores
 
-__all__ = ["LengthBiasResult", "length_bias_probe", "LengthBiasProbe"]
+__all__ = ["LengthBiasResult", "LengthRow", "OutcomeCorrelation", "length_bias_probe", "LengthBiasProbe"]
 
 
 @dataclass
-class LengthBiasResult:
-    """The result of :func:`length_bias_probe`. ``by_length``: ``{"steps", "n", "mean_score"}`` per
-    step count; ``within_outcome``: ``{"correct": {"n", "spearman"}, "incorrect": {...}}``."""
+class LengthRow(Record):
+    """The traces of one step count: how many, and their mean score."""
 
-    aggregate: str
-    n: int
-    pearson: float | None
-    spearman: float | None
-    slope: float | None
-    by_length: list[dict[str, Any]]
-    within_outcome: dict[str, dict[str, Any]]
-    failed: bool | None
-    criterion: str
-    key: str = "prm"
+    steps: int | None = None
+    n: int | None = None
+    mean_score: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"aggregate": self.aggregate, "n": self.n, "pearson": self.pearson,
-                "spearman": self.spearman, "slope": self.slope,
-                "by_length": [dict(r) for r in self.by_length],
-                "within_outcome": {k: dict(v) for k, v in self.within_outcome.items()},
-                "failed": self.failed, "measured": self.failed is not None, "criterion": self.criterion,
-                "key": self.key}
+
+@dataclass
+class OutcomeCorrelation(Record):
+    """Spearman's rho of score and step count within one outcome, over ``n`` traces."""
+
+    n: int | None = None
+    spearman: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class LengthBiasResult(Record):
+    """The result of :func:`length_bias_probe` (a :class:`~prmkit._result.Record`: its ``to_dict`` is
+    the probe's part of the report, ``from_dict`` reads it back). ``by_length``: a :class:`LengthRow`
+    per step count; ``within_outcome``: ``correct`` / ``incorrect`` -> :class:`OutcomeCorrelation`;
+    ``measured``: False when no outcome group could show the bias (``failed`` None)."""
+
+    aggregate: str | None = None
+    n: int | None = None
+    pearson: float | None = None
+    spearman: float | None = None
+    slope: float | None = None
+    by_length: list[LengthRow] = record_field(records=LengthRow, factory=list)
+    within_outcome: dict[str, OutcomeCorrelation] = record_field(by_name=OutcomeCorrelation, factory=dict)
+    failed: bool | None = None
+    measured: bool | None = None
+    criterion: str | None = None
+    key: str | None = "prm"
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def length_bias_probe(traces: Iterable[Trace], key: str = "prm", *, aggregate: str = "min",
@@ -79,35 +95,34 @@ def length_bias_probe(traces: Iterable[Trace], key: str = "prm", *, aggregate: s
     by: dict[int, list[float]] = {}
     for n, s, _ in rows:
         by.setdefault(n, []).append(s)
-    by_length = [{"steps": n, "n": len(v), "mean_score": sum(v) / len(v)} for n, v in sorted(by.items())]
-    within: dict[str, dict[str, Any]] = {}
+    by_length = [LengthRow(n, len(v), sum(v) / len(v)) for n, v in sorted(by.items())]
+    within: dict[str, OutcomeCorrelation] = {}
     why_not: list[str] = []
-    judged: dict[str, dict[str, Any]] = {}
+    judged: dict[str, OutcomeCorrelation] = {}
     for name, want in (("correct", True), ("incorrect", False)):
         sub = [(float(n), s) for n, s, ok in rows if ok is want]
-        within[name] = {"n": len(sub), "spearman": spearman([a for a, _ in sub], [b for _, b in sub])}
+        within[name] = OutcomeCorrelation(len(sub), spearman([a for a, _ in sub], [b for _, b in sub]))
         common = max(Counter(n for n, _ in sub).values(), default=0)
         if len(sub) < min_n:
             why_not.append(f"{name}: {len(sub)} traces")
-        elif common > max_same_length * len(sub) + _TOL or within[name]["spearman"] is None:
+        elif common > max_same_length * len(sub) + _TOL or within[name].spearman is None:
             why_not.append(f"{name}: {common} of {len(sub)} traces have the same length")
         else:
             judged[name] = within[name]
     rule = (f"fails when, within right-answer or within wrong-answer traces ({min_n} or more, at most "
             f"{max_same_length:.0%} of one length), the Spearman correlation of the '{aggregate}' score "
             f"with the number of steps is {max_abs_spearman} or more in size")
-    failed: bool | None = any(abs(v["spearman"]) >= max_abs_spearman - _TOL for v in judged.values())
+    failed: bool | None = any(abs(v.spearman) >= max_abs_spearman - _TOL for v in judged.values())  # type: ignore[arg-type]
     if not judged:
         failed = None
         criterion = (f"cannot measure: no outcome group has {min_n} traces of varied length "
                      f"({'; '.join(why_not)}); " + rule)
     else:
-        criterion = rule + "; " + ", ".join(f"{k} {_fmt(v['spearman'])} (n={v['n']})"
-                                            for k, v in judged.items())
+        criterion = rule + "; " + ", ".join(f"{k} {_fmt(v.spearman)} (n={v.n})" for k, v in judged.items())
     return LengthBiasResult(aggregate=getattr(agg, "spec", aggregate), n=len(rows),
                             pearson=pearson(xs, ys), spearman=spearman(xs, ys), slope=slope(xs, ys),
                             by_length=by_length, within_outcome=within, failed=failed,
-                            criterion=criterion, key=key)
+                            measured=failed is not None, criterion=criterion, key=key)
 
 
 class LengthBiasProbe:
@@ -120,18 +135,19 @@ class LengthBiasProbe:
         return length_bias_probe(ctx.traces, key=ctx.key, aggregate=ctx.aggregate).to_dict()
 
     def headline(self, result: Mapping[str, Any]) -> str:
-        return f"Spearman {ReportDoc.f3(result.get('spearman'))}"
+        return f"Spearman {ReportDoc.f3(LengthBiasResult.from_dict(result).spearman)}"
 
     def details(self, doc: ReportDoc, result: Mapping[str, Any], figures: set[str]) -> Iterable[str]:
-        doc.para(f"Aggregate {result.get('aggregate') or '—'} over {doc.count(result.get('n'))} traces: "
-                 f"Pearson {doc.f3(result.get('pearson'))}, Spearman {doc.f3(result.get('spearman'))}, "
-                 f"slope {doc.num(result.get('slope'))} per step.")
-        within = {k: v for k, v in (result.get("within_outcome") or {}).items() if isinstance(v, Mapping)}
+        r = LengthBiasResult.from_dict(result, where="probes.length_bias")  # the report hands it as JSON
+        doc.para(f"Aggregate {r.aggregate or '—'} over {doc.count(r.n)} traces: "
+                 f"Pearson {doc.f3(r.pearson)}, Spearman {doc.f3(r.spearman)}, "
+                 f"slope {doc.num(r.slope)} per step.")
+        within = {k: v for k, v in (r.within_outcome or {}).items() if isinstance(v, OutcomeCorrelation)}
         doc.table(["Within outcome", "Traces", "Spearman"],
-                  [[k, doc.count(v.get("n")), doc.f3(v.get("spearman"))] for k, v in within.items()])
+                  [[k, doc.count(v.n), doc.f3(v.spearman)] for k, v in within.items()])
         doc.table(["Steps", "Traces", "Mean score"],
-                  [[doc.count(r.get("steps")), doc.count(r.get("n")), doc.f3(r.get("mean_score"))]
-                   for r in result.get("by_length") or [] if isinstance(r, Mapping)])
+                  [[doc.count(row.steps), doc.count(row.n), doc.f3(row.mean_score)]
+                   for row in r.by_length or [] if isinstance(row, LengthRow)])
         if "length_bias" in figures:
             doc.figure("length_bias", "Mean trace score per number of steps")
         return ["aggregate", "n", "pearson", "spearman", "slope", "by_length", "within_outcome"]
