@@ -366,8 +366,6 @@ _ALLOWED_MAPPING = {
     "prmkit.eval._processbench:_pool": "traces given by split, not a result",
     "prmkit.eval.probes._transfer:transfer_probe": "label sources given by data source, not a result",
     # Still reading their section's JSON form (the rest of issue 46, item 1):
-    "prmkit.eval.probes._collapse:CollapseProbe.details": "a probe's own numbers, not typed yet",
-    "prmkit.eval.probes._transfer:TransferProbe.details": "a probe's own numbers, not typed yet",
 }
 
 

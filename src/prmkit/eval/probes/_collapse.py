@@ -5,9 +5,10 @@ traces that reach the right answer through an invalid step."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from prmkit._result import Record, record_field
 from prmkit.eval._doc import ReportDoc
 from prmkit.eval._stats import auroc
 from prmkit.eval.probes._base import ProbeContext
@@ -20,41 +21,36 @@ __all__ = ["OutcomeGroup", "CollapseResult", "collapse_probe", "CollapseProbe"]
 
 
 @dataclass
-class OutcomeGroup:
+class OutcomeGroup(Record):
     """Step statistics of the traces with one final-answer outcome: ``traces`` (with at least one
     labelled, scored step), ``invalid_steps`` / ``valid_steps`` (labelled and scored), the step AUROC
     (valid = positive) and ``flag_rate``, the fraction of invalid steps scored below the threshold."""
 
-    traces: int
-    invalid_steps: int
-    valid_steps: int
-    auroc: float | None
-    flag_rate: float | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"traces": self.traces, "invalid_steps": self.invalid_steps,
-                "valid_steps": self.valid_steps, "auroc": self.auroc, "flag_rate": self.flag_rate}
+    traces: int | None = None
+    invalid_steps: int | None = None
+    valid_steps: int | None = None
+    auroc: float | None = None
+    flag_rate: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
-class CollapseResult:
-    """The result of :func:`collapse_probe`."""
+class CollapseResult(Record):
+    """The result of :func:`collapse_probe` (a :class:`~prmkit._result.Record`: its ``to_dict`` is the
+    probe's part of the report, ``from_dict`` reads it back); ``measured`` is False when a group has
+    too few steps to judge (``failed`` None)."""
 
-    right_answer: OutcomeGroup
-    wrong_answer: OutcomeGroup
-    gap: float | None
-    outcome_auroc: float | None
-    step_auroc: float | None
-    failed: bool | None
-    criterion: str
-    key: str = "prm"
-    threshold: float = 0.5
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"right_answer": self.right_answer.to_dict(), "wrong_answer": self.wrong_answer.to_dict(),
-                "gap": self.gap, "outcome_auroc": self.outcome_auroc, "step_auroc": self.step_auroc,
-                "failed": self.failed, "measured": self.failed is not None, "criterion": self.criterion,
-                "key": self.key, "threshold": self.threshold}
+    right_answer: OutcomeGroup | None = record_field(record=OutcomeGroup)
+    wrong_answer: OutcomeGroup | None = record_field(record=OutcomeGroup)
+    gap: float | None = None
+    outcome_auroc: float | None = None
+    step_auroc: float | None = None
+    failed: bool | None = None
+    measured: bool | None = None
+    criterion: str | None = None
+    key: str | None = "prm"
+    threshold: float | None = 0.5
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _group(rows: list[list[tuple[float, bool]]], threshold: float) -> OutcomeGroup:
@@ -122,8 +118,10 @@ def collapse_probe(traces: Iterable[Trace], key: str = "prm", *, label_source: s
     else:
         failed = r.auroc is not None and gap is not None and r.auroc < chance and gap >= min_gap - _TOL
         criterion = rule + f"; right {_fmt(r.auroc)}, wrong {_fmt(w.auroc)}"
-    return CollapseResult(r, w, gap, auroc(mins, outcomes) if mins else None, step_auroc, failed,
-                          criterion, key=key, threshold=threshold)
+    return CollapseResult(right_answer=r, wrong_answer=w, gap=gap,
+                          outcome_auroc=auroc(mins, outcomes) if mins else None, step_auroc=step_auroc,
+                          failed=failed, measured=failed is not None, criterion=criterion, key=key,
+                          threshold=threshold)
 
 
 class CollapseProbe:
@@ -136,14 +134,15 @@ class CollapseProbe:
         return collapse_probe(ctx.traces, key=ctx.key, label_source=ctx.label_source).to_dict()
 
     def headline(self, result: Mapping[str, Any]) -> str:
-        return f"gap {ReportDoc.f3(result.get('gap'))}"
+        return f"gap {ReportDoc.f3(CollapseResult.from_dict(result).gap)}"
 
     def details(self, doc: ReportDoc, result: Mapping[str, Any], figures: set[str]) -> Iterable[str]:
+        r = CollapseResult.from_dict(result, where="probes.collapse")  # the report hands it as JSON
         doc.table(["Answer", "Traces", "Invalid steps", "Valid steps", "AUROC", "Flag rate"],
-                  [[sub, doc.count(s.get("traces")), doc.count(s.get("invalid_steps")),
-                    doc.count(s.get("valid_steps")), doc.f3(s.get("auroc")), doc.pct(s.get("flag_rate"))]
-                   for sub in ("right_answer", "wrong_answer")
-                   if isinstance(s := result.get(sub), Mapping)])
-        doc.para(f"Gap {doc.f3(result.get('gap'))}; outcome AUROC {doc.f3(result.get('outcome_auroc'))}; "
-                 f"step AUROC {doc.f3(result.get('step_auroc'))}.")
+                  [[sub, doc.count(g.traces), doc.count(g.invalid_steps), doc.count(g.valid_steps),
+                    doc.f3(g.auroc), doc.pct(g.flag_rate)]
+                   for sub, g in (("right_answer", r.right_answer), ("wrong_answer", r.wrong_answer))
+                   if isinstance(g, OutcomeGroup)])
+        doc.para(f"Gap {doc.f3(r.gap)}; outcome AUROC {doc.f3(r.outcome_auroc)}; "
+                 f"step AUROC {doc.f3(r.step_auroc)}.")
         return ["right_answer", "wrong_answer", "gap", "outcome_auroc", "step_auroc"]

@@ -4,9 +4,10 @@ source, and how much the AUROC drops away from the training domain."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from prmkit._result import Record, record_field
 from prmkit.errors import PrmkitError
 from prmkit.eval._doc import ReportDoc
 from prmkit.eval._metrics import f1_score, first_error_index
@@ -19,42 +20,36 @@ __all__ = ["SourceStats", "TransferResult", "transfer_probe", "TransferProbe"]
 
 
 @dataclass
-class SourceStats:
+class SourceStats(Record):
     """Step metrics on one data source: ``traces`` with a labelled, scored step, ``steps`` labelled
     and scored, step AUROC (valid = positive), F1 of flagging invalid steps (score below the
     threshold), and first-error accuracy over the traces whose first error is known."""
 
-    traces: int
-    steps: int
-    auroc: float | None
-    f1_error: float | None
-    first_error_acc: float | None
-    first_error_traces: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"traces": self.traces, "steps": self.steps, "auroc": self.auroc,
-                "f1_error": self.f1_error, "first_error_acc": self.first_error_acc,
-                "first_error_traces": self.first_error_traces}
+    traces: int | None = None
+    steps: int | None = None
+    auroc: float | None = None
+    f1_error: float | None = None
+    first_error_acc: float | None = None
+    first_error_traces: int | None = 0
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
-class TransferResult:
-    """The result of :func:`transfer_probe`."""
+class TransferResult(Record):
+    """The result of :func:`transfer_probe` (a :class:`~prmkit._result.Record`: its ``to_dict`` is the
+    probe's part of the report, ``from_dict`` reads it back); ``measured`` is False when the drop
+    cannot be told (``failed`` None)."""
 
-    sources: dict[str, SourceStats]
-    in_domain: str | None
-    out_of_domain: str | None
-    auroc_drop: float | None
-    failed: bool | None
-    criterion: str
-    key: str = "prm"
-    threshold: float = 0.5
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"sources": {k: v.to_dict() for k, v in self.sources.items()},
-                "in_domain": self.in_domain, "out_of_domain": self.out_of_domain,
-                "auroc_drop": self.auroc_drop, "failed": self.failed, "measured": self.failed is not None,
-                "criterion": self.criterion, "key": self.key, "threshold": self.threshold}
+    sources: dict[str, SourceStats] = record_field(by_name=SourceStats, factory=dict)
+    in_domain: str | None = None
+    out_of_domain: str | None = None
+    auroc_drop: float | None = None
+    failed: bool | None = None
+    measured: bool | None = None
+    criterion: str | None = None
+    key: str | None = "prm"
+    threshold: float | None = 0.5
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _source_stats(traces: Sequence[Trace], key: str, label_source: str | None, threshold: float,
@@ -131,7 +126,8 @@ def transfer_probe(scorer: StepScorer | None, sources: Mapping[str, Sequence[Tra
         criterion = f"cannot measure: the in-domain AUROC is undefined; {rule}"
     else:
         criterion = rule + f"; in-domain {_fmt(home)}, {out_of_domain} {_fmt(stats[out_of_domain].auroc)}"
-    return TransferResult(stats, in_domain, out_of_domain, drop, failed, criterion, key=key,
+    return TransferResult(sources=stats, in_domain=in_domain, out_of_domain=out_of_domain, auroc_drop=drop,
+                          failed=failed, measured=failed is not None, criterion=criterion, key=key,
                           threshold=threshold)
 
 
@@ -160,13 +156,14 @@ class TransferProbe:
                               label_source={ctx.in_domain: ctx.label_source}).to_dict()
 
     def headline(self, result: Mapping[str, Any]) -> str:
-        return f"AUROC drop {ReportDoc.f3(result.get('auroc_drop'))}"
+        return f"AUROC drop {ReportDoc.f3(TransferResult.from_dict(result).auroc_drop)}"
 
     def details(self, doc: ReportDoc, result: Mapping[str, Any], figures: set[str]) -> Iterable[str]:
-        srcs = {k: v for k, v in (result.get("sources") or {}).items() if isinstance(v, Mapping)}
+        r = TransferResult.from_dict(result, where="probes.transfer")  # the report hands it as JSON
+        srcs = {k: v for k, v in (r.sources or {}).items() if isinstance(v, SourceStats)}
         doc.table(["Source", "Traces", "Steps", "AUROC", "F1 (error)", "First-error accuracy"],
-                  [[k, doc.count(v.get("traces")), doc.count(v.get("steps")), doc.f3(v.get("auroc")),
-                    doc.f3(v.get("f1_error")), doc.pct(v.get("first_error_acc"))] for k, v in srcs.items()])
-        doc.para(f"In domain: {result.get('in_domain') or '—'}; out of domain: "
-                 f"{result.get('out_of_domain') or '—'}; AUROC drop {doc.f3(result.get('auroc_drop'))}.")
+                  [[k, doc.count(v.traces), doc.count(v.steps), doc.f3(v.auroc), doc.f3(v.f1_error),
+                    doc.pct(v.first_error_acc)] for k, v in srcs.items()])
+        doc.para(f"In domain: {r.in_domain or '—'}; out of domain: "
+                 f"{r.out_of_domain or '—'}; AUROC drop {doc.f3(r.auroc_drop)}.")
         return ["sources", "in_domain", "out_of_domain", "auroc_drop"]
