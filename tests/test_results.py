@@ -187,3 +187,27 @@ def test_record_subclasses_are_dataclasses_with_extra():
         if issubclass(cls, Record) and dataclasses.is_dataclass(cls) and "entries" not in {
                 f.name for f in dataclasses.fields(cls)}:
             assert "extra" in {f.name for f in dataclasses.fields(cls)}, cls
+
+
+def test_probe_results_round_trip_through_their_dict():
+    from prmkit.eval.probes import (
+        CollapseResult,
+        GamingResult,
+        LengthBiasResult,
+        LengthRow,
+        OutcomeCorrelation,
+        OutcomeGroup,
+        RiseStats,
+        SourceStats,
+        TransferResult,
+    )
+
+    for r in (GamingResult(aggregates=["min"], perturbations={"swap": {"min": RiseStats(4, 1, 0.25, 0.01)}},
+                           failed=True, measured=True, criterion="c", skipped={"swap": 0}, failed_by=["swap"]),
+              LengthBiasResult("min", 3, -0.5, -0.4, -0.1, [LengthRow(2, 3, 0.5)],
+                               {"correct": OutcomeCorrelation(3, None)}, None, False, "cannot measure"),
+              CollapseResult(OutcomeGroup(2, 1, 3, 0.5, 1.0), OutcomeGroup(1, 2, 2, None, None), None, 0.7, 0.6,
+                             None, False, "c"),
+              TransferResult({"a": SourceStats(5, 9, 0.9, 0.5, 0.4, 5)}, "a", None, None, None, False, "c")):
+        d = r.to_dict()
+        assert type(r).from_dict(json.loads(json.dumps(d))) == r and type(r).from_dict(d).to_dict() == d
