@@ -1,7 +1,7 @@
 """How well does each step checker find first errors? Precision and recall on ProcessBench GSM8K and MATH.
 
     python benchmarks/checkers.py                                   # every checker, both splits
-    python benchmarks/checkers.py --splits gsm8k --model default    # also the shipped PRM with each
+    python benchmarks/checkers.py --splits gsm8k --model default --per-side 40   # the shipped PRM too
     python benchmarks/checkers.py --calibrate                       # false flags on right solutions
 
 A checker's prediction for a solution is its first flagged step (none flagged: -1, "no error"), as
@@ -12,6 +12,8 @@ ProcessBench reads a PRM's first step below the threshold. Per split, with 95% b
   first flagged step is the labelled first error;
 - **recall**: of the solutions with an error, the share whose labelled first error is the first step
   flagged (ProcessBench's "error acc");
+- **flag in a wrong one**: of the solutions it flags, the share where the first flagged step is at or
+  after the labelled first error (the flag is on a step of a wrong solution, not on a right step);
 - ProcessBench's **F1** of the checker alone: the harmonic mean of error acc and correct acc (the share
   of error-free solutions it flags nowhere), as ``prmkit.eval.processbench_split`` computes it with
   each step scored 1.0, or 0.0 where flagged, at the official threshold 0.5.
@@ -48,6 +50,8 @@ def _first_flagged(flags_per_step: list[list]) -> int:
 def _prf(rows: list[tuple[int, int]]) -> dict[str, float | None]:
     """``rows``: (label, predicted) per solution -> precision, recall (error acc), correct acc, F1."""
     hits = sum(1 for lab, pred in rows if lab != -1 and pred == lab)
+    # a flag at or after the first error is on a step of a wrong solution, not on a right step
+    no_false = sum(1 for lab, pred in rows if pred != -1 and lab != -1 and pred >= lab)
     flagged = sum(1 for _, pred in rows if pred != -1)
     n_err = sum(1 for lab, _ in rows if lab != -1)
     n_ok = len(rows) - n_err
@@ -56,7 +60,8 @@ def _prf(rows: list[tuple[int, int]]) -> dict[str, float | None]:
     r = hits / n_err if n_err else None
     c = clean / n_ok if n_ok else None
     f1 = None if r is None or c is None else (0.0 if r + c == 0 else 2 * r * c / (r + c))
-    return {"precision": p, "recall": r, "correct_acc": c, "f1": f1, "flagged": flagged}
+    return {"precision": p, "recall": r, "correct_acc": c, "f1": f1, "flagged": flagged,
+            "precision_wrong": no_false / flagged if flagged else None}
 
 
 def _intervals(rows: list[tuple[int, int]], n: int, seed: int = 0) -> dict[str, tuple[float, float]]:
@@ -66,7 +71,7 @@ def _intervals(rows: list[tuple[int, int]], n: int, seed: int = 0) -> dict[str, 
     reps = stratified_resamples(groups, n, seed=seed)
     out = {}
     point = _prf(rows)
-    for key in ("precision", "recall", "f1"):
+    for key in ("precision", "recall", "f1", "precision_wrong"):
         values = [v for v in (_prf(a + b)[key] for a, b in reps) if v is not None]
         if values and point[key] is not None:
             lo, hi = percentile_interval(values, point[key])
@@ -84,7 +89,8 @@ def _line(name: str, m: dict, iv: dict) -> str:
             return f"{'—':>20s}"
         lo, hi = iv.get(key, (m[key], m[key]))
         return f"{_pct(m[key])} [{_pct(lo)}, {_pct(hi)}]"
-    return f"  {name:34s} {cell('precision')}  {cell('recall')}  {cell('f1')}  flags {m['flagged']}"
+    return (f"  {name:30s} {cell('precision')}  {cell('recall')}  {cell('f1')}  {cell('precision_wrong')}  "
+            f"{m['flagged']}")
 
 
 def _official_f1(traces, preds: list[int]) -> float | None:
@@ -111,16 +117,19 @@ def _calibrate(args) -> dict:
                            for r in gsm]
     m500 = [json.loads(line) for line in (args.data / "math500" / "test.jsonl").open()][: args.calibrate_n]
     sets["math500"] = [(r["problem"], [s for s in r["solution"].split("\n\n") if s.strip()]) for r in m500]
-    checkers = get_checkers(args.checkers)
+    checkers = [(c.name, c) for c in get_checkers(args.checkers)] + [
+        ("provenance, no one-operation", ProvenanceChecker(one_operation=False)),
+        ("provenance, constants 0 1 2 10 100", ProvenanceChecker(constants=(0, 1, 2, 10, 100))),
+        ("provenance, neither", ProvenanceChecker(constants=(0, 1, 2, 10, 100), one_operation=False))]
     out = {}
     for name, items in sets.items():
         steps = sum(len(s) for _, s in items)
         print(f"\n{name}: {len(items)} right solutions, {steps} steps; share of steps flagged:")
         per: dict = {}
-        for c in checkers:
+        for label, c in checkers:
             flagged = sum(bool(c.check(q, s[:i], st)) for q, s in items for i, st in enumerate(s))
-            per[c.name] = flagged / steps
-            print(f"  {c.name:12s} {100 * flagged / steps:5.2f}%  ({flagged} steps)")
+            per[label] = flagged / steps
+            print(f"  {label:36s} {100 * flagged / steps:5.2f}%  ({flagged} steps)")
         bare = ProvenanceChecker(constants=(), one_operation=False)
         prov = ProvenanceChecker(constants=(), one_operation=True)
         missing: Counter = Counter()
@@ -141,6 +150,9 @@ def main() -> None:
     ap.add_argument("--splits", default="gsm8k,math")
     ap.add_argument("--checkers", default="calculator,sympy,provenance")
     ap.add_argument("--limit", type=int, default=None, help="the first N solutions of each split")
+    ap.add_argument("--per-side", type=int, default=None,
+                    help="the first N solutions with an error and the first N without, of each split "
+                         "(ProcessBench lists the erroneous ones first, so --limit alone takes no error-free one)")
     ap.add_argument("--bootstrap", type=int, default=1000)
     ap.add_argument("--model", default=None, help="a PRM (folder or shipped name) to score with each checker")
     ap.add_argument("--calibrate", action="store_true")
@@ -160,11 +172,15 @@ def main() -> None:
     combos = [[c] for c in checkers] + ([checkers] if len(checkers) > 1 else [])
     for split in [s.strip() for s in args.splits.split(",") if s.strip()]:
         traces = list(read(args.data / "processbench" / f"{split}.json", "processbench"))[: args.limit]
+        if args.per_side is not None:
+            traces = ([t for t in traces if t.first_error() != -1][: args.per_side]
+                      + [t for t in traces if t.first_error() == -1][: args.per_side])
         labels = [t.first_error() for t in traces]
         flags = {c.name: [check_trace(t, [c]) for t in traces] for c in checkers}
         print(f"\nProcessBench {split}: {len(traces)} solutions ({sum(lab != -1 for lab in labels)} with an "
               f"error); first errors, 95% bootstrap intervals ({args.bootstrap} resamples)")
-        print(f"  {'checker':34s} {'precision':>20s}  {'recall':>20s}  {'F1 (alone)':>20s}")
+        print(f"  {'checker':30s} {'precision':>20s}  {'recall':>20s}  {'F1 (alone)':>20s}  "
+              f"{'flag in a wrong one':>20s}  flagged")
         figures[split] = {}
         preds_by = {}
         for combo in combos:
