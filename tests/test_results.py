@@ -197,6 +197,7 @@ def test_probe_results_round_trip_through_their_dict():
         LengthRow,
         OutcomeCorrelation,
         OutcomeGroup,
+        ResultCheckResult,
         RiseStats,
         SourceStats,
         TransferResult,
@@ -208,6 +209,7 @@ def test_probe_results_round_trip_through_their_dict():
                                {"correct": OutcomeCorrelation(3, None)}, None, False, "cannot measure"),
               CollapseResult(OutcomeGroup(2, 1, 3, 0.5, 1.0), OutcomeGroup(1, 2, 2, None, None), None, 0.7, 0.6,
                              None, False, "c"),
-              TransferResult({"a": SourceStats(5, 9, 0.9, 0.5, 0.4, 5)}, "a", None, None, None, False, "c")):
+              TransferResult({"a": SourceStats(5, 9, 0.9, 0.5, 0.4, 5)}, "a", None, None, None, False, "c"),
+              ResultCheckResult(20, 15, 2, 0.8, 0.05, 30, True, True, "fails below 90%")):
         d = r.to_dict()
         assert type(r).from_dict(json.loads(json.dumps(d))) == r and type(r).from_dict(d).to_dict() == d

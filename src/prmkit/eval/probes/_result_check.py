@@ -22,9 +22,10 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from prmkit._result import Record
 from prmkit.errors import PrmkitError
 from prmkit.eval._doc import ReportDoc
 from prmkit.eval.probes._base import ProbeContext, ProbeNotApplicable
@@ -103,25 +104,22 @@ def _cut(trace: Trace, index: int) -> Trace:
 
 
 @dataclass
-class ResultCheckResult:
-    """The result of :func:`result_check_probe` (see the module docs)."""
+class ResultCheckResult(Record):
+    """The result of :func:`result_check_probe` (see the module docs; a :class:`~prmkit._result.Record`:
+    its ``to_dict`` is the probe's part of the report, ``from_dict`` reads it back)."""
 
-    n: int                      # pairs compared (both scores defined)
-    caught: int                 # pairs in which the step as written scored higher by more than eps
-    ties: int
-    accuracy: float | None      # (caught + ties / 2) / n
-    mean_drop: float | None     # mean of (as written - changed)
-    eligible: int               # valid, labelled steps that write a result (one drawn per trace)
-    failed: bool | None
-    criterion: str
-    min_accuracy: float = 0.9
-    seed: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"n": self.n, "caught": self.caught, "ties": self.ties, "accuracy": self.accuracy,
-                "mean_drop": self.mean_drop, "eligible": self.eligible, "failed": self.failed,
-                "measured": self.failed is not None, "criterion": self.criterion,
-                "min_accuracy": self.min_accuracy, "seed": self.seed}
+    n: int | None = None                # pairs compared (both scores defined)
+    caught: int | None = None           # pairs in which the step as written scored higher by more than eps
+    ties: int | None = None
+    accuracy: float | None = None       # (caught + ties / 2) / n
+    mean_drop: float | None = None      # mean of (as written - changed)
+    eligible: int | None = None         # valid, labelled steps that write a result (one drawn per trace)
+    failed: bool | None = None
+    measured: bool | None = None        # False when too few pairs to judge (failed None)
+    criterion: str | None = None
+    min_accuracy: float | None = 0.9
+    seed: int | None = 0
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def result_check_probe(scorer: StepScorer, traces: Iterable[Trace], *, label_source: str | None = None,
@@ -174,7 +172,8 @@ def result_check_probe(scorer: StepScorer, traces: Iterable[Trace], *, label_sou
         failed = accuracy < min_accuracy
     return ResultCheckResult(n=len(diffs), caught=caught, ties=ties, accuracy=accuracy,
                              mean_drop=sum(diffs) / len(diffs) if diffs else None, eligible=len(pairs),
-                             failed=failed, criterion=criterion, min_accuracy=min_accuracy, seed=seed)
+                             failed=failed, measured=failed is not None, criterion=criterion,
+                             min_accuracy=min_accuracy, seed=seed)
 
 
 class ResultCheckProbe:
@@ -192,13 +191,14 @@ class ResultCheckProbe:
                                   max_traces=ctx.gaming_traces, seed=ctx.seed).to_dict()
 
     def headline(self, result: Mapping[str, Any]) -> str:
-        acc = result.get("accuracy")
+        acc = ResultCheckResult.from_dict(result).accuracy  # the report hands it as JSON
         return f"written result preferred in {ReportDoc.pct(acc)} of pairs" if acc is not None else ""
 
     def details(self, doc: ReportDoc, result: Mapping[str, Any], figures: set[str]) -> Sequence[str]:
-        doc.para(f"{doc.count(result.get('n'))} valid steps, each scored as written and with its result "
-                 f"changed: the written one scored higher in {doc.count(result.get('caught'))}, the same in "
-                 f"{doc.count(result.get('ties'))}; accuracy {doc.pct(result.get('accuracy'))} "
-                 f"(0.5: blind to results; passes at {doc.pct(result.get('min_accuracy'))}), mean drop "
-                 f"{doc.num(result.get('mean_drop'))}.")
+        r = ResultCheckResult.from_dict(result, where="probes.result_check")
+        doc.para(f"{doc.count(r.n)} valid steps, each scored as written and with its result "
+                 f"changed: the written one scored higher in {doc.count(r.caught)}, the same in "
+                 f"{doc.count(r.ties)}; accuracy {doc.pct(r.accuracy)} "
+                 f"(0.5: blind to results; passes at {doc.pct(r.min_accuracy)}), mean drop "
+                 f"{doc.num(r.mean_drop)}.")
         return ["n", "caught", "ties", "accuracy", "mean_drop", "eligible", "min_accuracy"]
