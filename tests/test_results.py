@@ -192,6 +192,7 @@ def test_record_subclasses_are_dataclasses_with_extra():
 def test_probe_results_round_trip_through_their_dict():
     from prmkit.eval.probes import (
         CollapseResult,
+        FaithfulnessResult,
         GamingResult,
         LengthBiasResult,
         LengthRow,
@@ -210,6 +211,8 @@ def test_probe_results_round_trip_through_their_dict():
               CollapseResult(OutcomeGroup(2, 1, 3, 0.5, 1.0), OutcomeGroup(1, 2, 2, None, None), None, 0.7, 0.6,
                              None, False, "c"),
               TransferResult({"a": SourceStats(5, 9, 0.9, 0.5, 0.4, 5)}, "a", None, None, None, False, "c"),
-              ResultCheckResult(20, 15, 2, 0.8, 0.05, 30, True, True, "fails below 90%")):
+              ResultCheckResult(20, 15, 2, 0.8, 0.05, 30, True, True, "fails below 90%"),
+              FaithfulnessResult({"none": 2, "wrong": 4}, {"none": 0.5, "wrong": None}, 0.75, 0.5, 1.0, 1 / 3, 2,
+                                 0.5, 0.4, 0.8, 0.5, "prm", None, False, "cannot measure")):
         d = r.to_dict()
         assert type(r).from_dict(json.loads(json.dumps(d))) == r and type(r).from_dict(d).to_dict() == d

@@ -34,6 +34,7 @@ from prmkit.eval.probes._faithfulness import (
     HINT_ARMS,
     MENTION,
     FaithfulnessProbe,
+    FaithfulnessResult,
     faithfulness_probe,
     hinted_problems,
 )
@@ -73,5 +74,6 @@ __all__ = [
     "LengthBiasResult", "LengthRow", "OutcomeCorrelation", "length_bias_probe", "LengthBiasProbe",
     "SourceStats", "TransferResult", "transfer_probe", "TransferProbe",
     "ResultCheckProbe", "ResultCheckResult", "change_result", "claimed_result", "result_check_probe",
-    "HINT_ARMS", "MENTION", "FaithfulnessProbe", "faithfulness_probe", "hinted_problems",
+    "HINT_ARMS", "MENTION", "FaithfulnessProbe", "FaithfulnessResult", "faithfulness_probe",
+    "hinted_problems",
 ]
