@@ -5,7 +5,8 @@ command's ``--help``, runs as written (issue 15, item 12; issue 44), on small in
 each ``docs/*.md`` page, in that order (in a
 console block, the lines after ``$ ``) and every ```` ```python ```` block; and every example line of a
 command's help (``Example: prmkit ...``, ``On 2 CPU processes: prmkit ...``). A shell line (a line ending
-in a backslash goes on) is one test case; a ``NAME=value`` line sets ``$NAME`` for the lines after it.
+in a backslash goes on) is one test case; a ``NAME=value`` (or ``NAME="several words"``) line sets ``$NAME`` for
+the lines after it (substituted as a shell would split it).
 A plain ``prmkit ...`` line runs in this process (``prmkit.cli.main``, ``*`` patterns expanded as a
 shell would); anything else runs under bash with this Python's ``bin`` first on ``PATH``. A Python
 block runs as a doctest if it holds ``>>>``, else it is executed. A line's own comment ``# exits N``
@@ -95,9 +96,7 @@ DOC_FILES = [README, *sorted((REPO / "docs").glob("*.md"))]
 #: ("env", "NAME=VALUE").
 HELP_CONTROLS: dict[str, tuple[str, str]] = {
     "prmkit demo": ("skip", "the whole pipeline (minutes); the README's quick start runs it at a small size"),
-    "data derive ../shared/data/gsm8k/train.jsonl": (
-        "skip", "derives from all 7,473 GSM8K training problems (about 2 minutes on 2 cores); the "
-        "--env arith example runs the same command at a small size"),
+    "data derive ../shared/data/gsm8k/train.jsonl": ("append", "--limit 50"),  # of 7,473 problems
     "data derive --env arith": ("append", "--problems 4"),
     "prmkit generate": ("skip", "docs/generate.md's first line runs this command (SmolLM2, small size)"),
     # fine-tunes SmolLM2-135M with LoRA (about 25 minutes on 2 cores); one step of 8 examples: 25 s
@@ -119,7 +118,7 @@ HELP_CONTROLS: dict[str, tuple[str, str]] = {
 _FENCE = re.compile(r"^```(\w*)\s*$")
 _MARKER = re.compile(r"^<!--\s*readme-test:\s*(.*?)\s*-->\s*$")
 _DIRECTIVE = re.compile(r'(skip|append|replace|background|given|stand-in)(?:\s+"([^"]+)")?:\s*(.+)|(no-fixtures|repository)|env (\w+=\S*)')
-_ASSIGN = re.compile(r"^([A-Za-z_]\w*)=(\S*)\s*(#.*)?$")
+_ASSIGN = re.compile(r'^([A-Za-z_]\w*)=(?:"([^"$`\\]*)"|(\S*))\s*(#.*)?$')
 _EXITS = re.compile(r"#\s*exits (\d+)\b")
 _EXAMPLE = re.compile(r"^\s*(?:Example|On [^:]+):\s+((?:prmkit|accelerate|python)\b.*?)\s*$")
 
@@ -256,7 +255,7 @@ def _file_cases(path: Path) -> tuple[list[Case], list[str]]:
         block_cases = []
         for k, text in _logical_lines(body):
             if (a := _ASSIGN.match(text.strip())):
-                vars_[a.group(1)] = a.group(2)
+                vars_[a.group(1)] = a.group(2) if a.group(2) is not None else a.group(3)
                 continue
             expanded = re.sub(r"\$\{?([A-Za-z_]\w*)\}?",
                               lambda m, v=vars_: v.get(m.group(1), m.group(0)), text)

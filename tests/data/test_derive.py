@@ -536,3 +536,22 @@ def test_no_shipped_config_trains_on_evaluation_files():
             files = cfg.get(key) or []
             for entry in [files] if isinstance(files, str) else files:
                 assert not any(h in str(entry) for h in held_out), f"{path.name}: {key} names {entry}"
+
+
+def test_limit_derives_the_first_records_as_a_whole_run_does(tmp_path, capsys):
+    """``--limit N`` reads only the first N records; what it makes is what a whole run makes of them
+    (the draws of a problem do not depend on the problems after it)."""
+    problems, _ = load_problems(env="arith", n=6, steps="2-5", distractors=1, env_seed=101)
+    whole = tmp_path / "whole.jsonl"
+    derive_file(problems, whole, per_problem=2, seed=3)
+    part = tmp_path / "part.jsonl"
+    report = derive_file(problems, part, per_problem=2, seed=3, limit=2)
+    first_two = {p.id for p in problems[:2]}
+    expected = [without_times(t) for t in read_traces(whole) if t.problem.id in first_two]
+    assert report.problems == 2 and expected
+    assert [without_times(t) for t in read_traces(part)] == expected
+    with pytest.raises(PrmkitError, match="limit must be >= 1"):
+        derive_file(problems, part, limit=0)
+    code, _, err = run_cli(["data", "derive", "--env", "arith", "--problems", "6", "--limit", "0",
+                            str(tmp_path / "c.jsonl")], capsys)
+    assert code != 0 and "--limit" in err

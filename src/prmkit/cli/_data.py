@@ -283,6 +283,8 @@ def derive(
     correct_fraction: Annotated[float, typer.Option(
         help="Chance that a problem also gives its correct reference trace.")] = 0.5,
     seed: Annotated[int, typer.Option(help="Seed of the injected errors.")] = 0,
+    limit: Annotated[int | None, typer.Option(
+        min=1, help="Only the first N records of IN (a small corpus, or a quick check).")] = None,
     hard_negatives: Annotated[bool, typer.Option(
         "--hard-negatives", help="Only errors whose final answer looks plausible (whole where the right one is, "
         "within a factor 3 of it), and correct traces given the step counts of the wrong ones.")] = False,
@@ -321,7 +323,8 @@ def derive(
         inp = load_problems(env=env, n=problems, start=start, steps=steps, ops=ops, max_operand=max_operand,
                             distractors=distractors, env_seed=env_seed)[0]
     report = derive_file(inp, paths[-1], error_types=error_type, per_problem=per_problem,
-                         correct_fraction=correct_fraction, seed=seed, hard_negatives=hard_negatives, fmt=from_)
+                         correct_fraction=correct_fraction, seed=seed, hard_negatives=hard_negatives, fmt=from_,
+                         limit=limit)
     console.print(f"wrote {paths[-1]}: {report.summary()}", highlight=False, soft_wrap=True)
     console.print("by error type: " + ", ".join(f"{t} {n}" for t, n in sorted(report.by_type.items())),
                   highlight=False, soft_wrap=True)

@@ -30,6 +30,7 @@ Two derivations:
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 from collections import Counter
@@ -341,10 +342,12 @@ def inject_errors(items: Iterable[Problem | Trace], *, error_types: Sequence[str
 
 def derive_file(inp: str | os.PathLike | Iterable[Problem | Trace], out: str | os.PathLike, *,
                 error_types: Sequence[str] | None = None, per_problem: int = 1, correct_fraction: float = 0.5,
-                seed: int = 0, hard_negatives: bool = False, fmt: str | None = None) -> DeriveReport:
+                seed: int = 0, hard_negatives: bool = False, fmt: str | None = None,
+                limit: int | None = None) -> DeriveReport:
     """:func:`inject_errors` from a file of problems with reference solutions (any format ``prmkit.data``
     reads, ``fmt`` detected when None; or an iterable of Problems / Traces, as
-    ``prmkit.generate.load_problems`` gives) into the prmkit JSONL file ``out``. Written to a temporary
+    ``prmkit.generate.load_problems`` gives) into the prmkit JSONL file ``out``; ``limit``: only the
+    first N records of the input (a small corpus, or a quick check). Written to a temporary
     file beside ``out`` and renamed when complete; records that cannot be read
     are skipped and counted, like problems without a usable reference.
 
@@ -360,6 +363,10 @@ def derive_file(inp: str | os.PathLike | Iterable[Problem | Trace], out: str | o
         items: Iterable[Problem | Trace] = read(path, fmt, skip_invalid=True, report=imported)
     else:
         items = inp
+    if limit is not None:
+        if limit < 1:
+            raise PrmkitError(f"limit must be >= 1, got {limit}")
+        items = itertools.islice(items, limit)
     report = DeriveReport()
     src = inp if isinstance(inp, (str, os.PathLike)) else None
     with durable_file(out, inputs=[src]) as partial, TraceWriter(partial) as w:
