@@ -365,7 +365,6 @@ _ALLOWED_MAPPING = {
     "prmkit.eval._card:card_from_provenance": "a trace given as its dict",
     "prmkit.eval._processbench:_pool": "traces given by split, not a result",
     "prmkit.eval.probes._transfer:transfer_probe": "label sources given by data source, not a result",
-    # Still reading their section's JSON form (the rest of issue 46, item 1):
 }
 
 
