@@ -665,9 +665,12 @@ def _run_case(case: Case, template, tmp_path_factory, capfd, request) -> None:
 
 
 def _params(cases: list[Case]) -> list:
-    return [pytest.param(c, id=c.id(), marks=([pytest.mark.realdata] if c.realdata else [])
+    # Every case runs a documented command end to end (about half of the suite's time): the "slow"
+    # tier, which CI runs; the fast tier keeps the extraction and marker checks above.
+    return [pytest.param(c, id=c.id(), marks=[pytest.mark.slow]
+                         + ([pytest.mark.realdata] if c.realdata else [])
                          # a fresh venv and the whole demo: its own limit, above the suite's per-test one
-                         + ([pytest.mark.timeout(2700), pytest.mark.slow] if c.repository else []))
+                         + ([pytest.mark.timeout(2700)] if c.repository else []))
             for c in cases]
 
 
