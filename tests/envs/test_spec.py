@@ -15,10 +15,10 @@ from prmkit.envs import (
     SpecEnv,
     load_spec,
     refusal_rates,
-    refusal_separation,
     spec_trajectory,
 )
 from prmkit.errors import PrmkitError
+from prmkit.eval import auroc
 from prmkit.trace import read_traces
 
 
@@ -44,8 +44,9 @@ def test_a_surface_refusal_of_a_disallowed_request_is_right_in_outcome_and_wrong
     s, ok = spec_trajectory(r, "surface"), spec_trajectory(r, "reasoned")
     assert s.outcome == ok.outcome == "correct" and s.final_answer == ok.final_answer == "refuse"
     assert _values(s) == [-1, -1, 1] and _values(ok) == [1, 1, 1]
-    assert refusal_separation([s, ok], lambda t: min(_values(t)))["auroc"] == 1.0
-    assert refusal_separation([s, ok], lambda t: 1.0 if t.outcome == "correct" else 0.0)["auroc"] == 0.5
+    # the process labels rank the reasoned refusal above the surface one; the outcome cannot
+    assert auroc([min(_values(ok)), min(_values(s))], [True, False]) == 1.0
+    assert auroc([float(t.outcome == "correct") for t in (ok, s)], [True, False]) == 0.5
 
 
 def test_refusal_rates_by_hand():
