@@ -25,10 +25,11 @@ _RESULT = re.compile(r"= (\d+)\.?\s*$")
 
 
 def _auroc(pos: list[float], neg: list[float]) -> float:
-    if not pos or not neg:
-        return float("nan")
-    wins = sum((p > q) + 0.5 * (p == q) for p in pos for q in neg)
-    return wins / (len(pos) * len(neg))
+    """prmkit.eval's AUROC of positives over negatives (NaN without both)."""
+    from prmkit.eval import auroc
+
+    got = auroc([*pos, *neg], [True] * len(pos) + [False] * len(neg))
+    return float("nan") if got is None else got
 
 
 def main(argv: list[str] | None = None) -> int:
