@@ -163,7 +163,7 @@ def _models() -> Any:
 
     class GetReward(BaseModel):
         model_config = ConfigDict(extra="allow")
-        query: list[str] = Field(min_length=1)
+        query: list[str]  # empty: OpenRLHF with several reward URLs sends one of them no query
         prompts: list[str | None] | None = None
         labels: list[Any] | None = None
 
@@ -257,6 +257,8 @@ def create_app(scorer: StepScorer, config: ServeConfig | None = None) -> Any:
         body = await _read_body(request, cfg.max_body_bytes)
         # Parsing and splitting are CPU work in proportion to the body: off the event loop.
         req, made = await asyncio.to_thread(_reward_traces, body, GetReward, cfg)
+        if not made:  # OpenRLHF splits its batch over several reward URLs; one may get none
+            return _json({"rewards": [], "scores": [], "step_scores": [], "unscored": [], "extra_logs": {}})
         found = iter(await scored([t for t, _, why in made if why is None]))
         results: list[Result] = [(None, why) if why is not None else next(found) for _, _, why in made]
         metrics.unscored["over_limit"] += sum(why is not None for _, _, why in made)
