@@ -76,8 +76,8 @@ def _clean(side: str) -> tuple[str, tuple[str, ...]] | None:
         return None  # empty, too long, or words outside \text{} (prose caught between dollar signs)
     if re.search(r"\d\s*\\frac", side):
         return None  # 2\frac{1}{3}: a mixed number (7/3) to the parser, often 2 times 1/3 to the writer
-    if re.search(r"\^\s*\{[^{}]*\^|\^\s*\d{4,}|\^\s*\{\s*\d{4,}", side):
-        return None  # towers and huge powers: sympy would take long to evaluate them
+    if re.search(r"\^\s*\{[^{}]*\^|\^\s*\d{4,}|\^\s*\{\s*\d{4,}|\\binom\s*\{?\s*\d{4,}|\d{16,}", side):
+        return None  # towers, huge powers and binomials, long numbers: slow to evaluate, never a slip test
     return side, units
 
 
