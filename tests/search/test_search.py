@@ -95,8 +95,8 @@ def test_dvts_budget_must_divide(problem, prompts, tree_policy):
 def test_search_by_name_rejects_unknown_settings(problem, prompts, tree_policy):
     with pytest.raises(PrmkitError, match="unknown search setting"):
         search("beam", problem, tree_policy({"": ["a"]}), ScriptedScorer({}), prompts, depth=3)
-    with pytest.raises(PrmkitError, match="unknown search strategy 'mcts'"):
-        search("mcts", problem, tree_policy({"": ["a"]}), ScriptedScorer({}), prompts)
+    with pytest.raises(PrmkitError, match="unknown search strategy 'astar'"):
+        search("astar", problem, tree_policy({"": ["a"]}), ScriptedScorer({}), prompts)
 
 
 def test_an_orm_ranks_paths_too(problem, prompts, tree_policy):

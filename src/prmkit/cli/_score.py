@@ -4,7 +4,7 @@
   score (re-scoring saved traces is its own stage, so a new PRM never means sampling again);
 - ``select``: pick one trace per problem (``bon``, ``weighted``, ``majority``, ``oracle``) and report
   the accuracy of the picks;
-- ``search``: step-level beam search or DVTS with a policy and a PRM on the built-in environment or a
+- ``search``: step-level beam search, DVTS or MCTS with a policy and a PRM on the built-in environment or a
   dataset's problems.
 """
 
@@ -135,7 +135,9 @@ def select(
 _SEARCH_OPTIONS = {"beam_width": "beam_width", "expansions": "expansions", "n": "n", "m": "m",
                    "select_method": "select", "lookahead": "lookahead", "max_depth": "max_depth",
                    "aggregate": "aggregate", "step_tokens": "step_tokens", "temperature": "temperature",
-                   "top_p": "top_p", "seed": "seed"}
+                   "top_p": "top_p", "seed": "seed",
+                   "simulations": "simulations", "c_puct": "c_puct", "rollout_weight": "rollout_weight",
+                   "answer": "answer"}
 
 
 def search(
@@ -159,9 +161,16 @@ def search(
     policy: PolicyOpt = None,
     policy_arg: PolicyArgOpt = None,
     beam_width: Annotated[int, typer.Option(help="beam: paths kept per round.")] = 4,
-    expansions: Annotated[int, typer.Option(help="beam: next steps sampled per kept path.")] = 4,
+    expansions: Annotated[int, typer.Option(help="beam: next steps sampled per kept path; mcts: children per expanded node.")] = 4,
     n: Annotated[int, typer.Option("-n", "--n", help="dvts: steps sampled per round (the budget).")] = 16,
     m: Annotated[int, typer.Option("--m", help="dvts: expansions per subtree (n/m subtrees).")] = 4,
+    simulations: Annotated[int, typer.Option(help="mcts: simulations (each expands at most one node).")] = 16,
+    c_puct: Annotated[float, typer.Option("--c-puct", help="mcts: PUCT exploration weight.")] = 1.0,
+    rollout_weight: Annotated[float, typer.Option(
+        help="mcts: weight of a greedy rollout's outcome in a node's value (0: PRM only).")] = 0.0,
+    answer: Annotated[str, typer.Option(
+        help="mcts: the answer is the most-visited path (visits) or the best-valued ended node (value).")
+    ] = "visits",
     lookahead: Annotated[int, typer.Option(help="Greedy steps rolled out before scoring a candidate.")] = 0,
     max_depth: Annotated[int, typer.Option(help="Most steps per path.")] = 10,
     aggregate: Annotated[str, typer.Option(
@@ -198,5 +207,6 @@ def search(
                          arith_config=cfg, source=data_format, shots=shots, beam_width=beam_width,
                          expansions=expansions, n=n, m=m, select=select_method, lookahead=lookahead,
                          max_depth=max_depth, aggregate=aggregate, step_tokens=step_tokens,
-                         temperature=temperature, top_p=top_p, seed=seed)
+                         temperature=temperature, top_p=top_p, seed=seed,
+                         simulations=simulations, c_puct=c_puct, rollout_weight=rollout_weight, answer=answer)
     _say(report.lines())

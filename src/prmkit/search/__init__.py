@@ -2,7 +2,8 @@
 
 - Selection (aggregate, then select): :func:`select` / :func:`select_problems` with the methods in
   :data:`SELECTORS` — ``bon``, ``weighted``, ``majority`` and the ``oracle`` reference.
-- Search with a policy and a scorer: :func:`beam_search` (with lookahead) and :func:`dvts`, by name
+- Search with a policy and a scorer: :func:`beam_search` (with lookahead), :func:`dvts` and
+  :func:`mcts`, by name
   through :func:`search` / :data:`SEARCHES`; each reports the tokens it generated and scored.
 - Verifier-guided generation: :func:`reject`, :func:`rerank`, :func:`revise`.
 - :func:`select_file` / :func:`search_file`: the ``prmkit select`` and ``prmkit search`` stages,
@@ -28,6 +29,7 @@ from prmkit.search._files import (
     select_file,
 )
 from prmkit.search._guided import Attempt, GuidedResult, reject, rerank, revise
+from prmkit.search._mcts import mcts, puct
 from prmkit.search._search import (
     SEARCHES,
     SearchConfig,
@@ -59,7 +61,8 @@ __all__ = [
     "SELECTORS", "register_selector", "AnswerGroup", "Selection", "SelectionReport", "select",
     "select_problems", "group_by_problem", "group_answers", "best_of_n", "weighted_best_of_n",
     "majority_vote", "oracle",
-    "SEARCHES", "register_search", "SearchConfig", "SearchResult", "search", "beam_search", "dvts",
+    "SEARCHES", "register_search", "SearchConfig", "SearchResult", "search", "beam_search", "dvts", "mcts",
+    "puct",
     "Attempt", "GuidedResult", "reject", "rerank", "revise",
     "ScriptedScorer", "SCORERS", "get_scorer", "register_scorer", "model_scorer",
 ]

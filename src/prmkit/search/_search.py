@@ -323,6 +323,7 @@ def dvts(problem: Problem, policy: Policy, scorer: StepScorer, prompts: PromptBu
 SEARCHES = Registry("search strategy", {
     "beam": "prmkit.search._search:beam_search",
     "dvts": "prmkit.search._search:dvts",
+    "mcts": "prmkit.search._mcts:mcts",
 }, group="prmkit.searches")
 
 
@@ -333,7 +334,7 @@ def register_search(name: str, target: str) -> None:
 
 def search(method: str, problem: Problem, policy: Policy, scorer: StepScorer,
            prompts: PromptBuilder | None = None, **options: Any) -> SearchResult:
-    """Run the search registered as ``method`` (``beam``, ``dvts``) on one problem."""
+    """Run the search registered as ``method`` (``beam``, ``dvts``, ``mcts``) on one problem."""
     fn = SEARCHES.load(method)
     try:  # a wrong option is the user's error; a TypeError inside the search is a bug, not caught
         inspect.signature(fn).bind(problem, policy, scorer, prompts, **options)
