@@ -27,6 +27,9 @@ import pytest
 
 from prmkit.serve import ServeConfig
 
+# The user turn of PROMPT: the problem /get_reward scores (conftest's PROBLEM).
+PROBLEM = "Tom has 3 apples and buys 5 more. How many apples does he have?"
+
 torch = pytest.importorskip("torch")
 httpx = pytest.importorskip("httpx")
 
@@ -52,8 +55,9 @@ def test_get_reward_answers_openrlhfs_request(tiny_rm, make_traces, live_server)
     r.raise_for_status()
     rewards_info = r.json()
 
-    # The reward is the PRM's min over the response's two lines, scored with the prompt as problem.
-    expected = tiny_rm.score(make_traces(PROMPT, [["3 + 5 = 8.", "The answer is 8."]]))[0]
+    # The reward is the PRM's min over the response's two lines, scored with the prompt's last user turn
+    # as the problem (not the chat template around it: issue 48).
+    expected = tiny_rm.score(make_traces(PROBLEM, [["3 + 5 = 8.", "The answer is 8."]]))[0]
     assert rewards_info["step_scores"][0] == pytest.approx(expected, abs=1e-5)
     assert rewards_info["rewards"] == [pytest.approx(min(expected), abs=1e-5)]
 
@@ -74,3 +78,18 @@ def test_a_query_that_does_not_start_with_its_prompt(tiny_rm, live_server):
     # No prompt at all in the query: the whole query is the completion, the problem is empty.
     assert split_query("elsewhere", "a\nb</s>") == ("", "a\nb", False)
     assert split_query(None, "a\nb <|eot_id|><|end_of_text|>\n") == ("", "a\nb", False)
+
+
+def test_problem_from_whole_scores_the_templated_prompt_as_sent(tiny_rm, make_traces):
+    from prmkit.scoring import PrefixCachingScorer
+    from prmkit.serve import create_app
+
+    testclient = pytest.importorskip("starlette.testclient")
+    body = openrlhf_request_bytes(PROMPT + RESPONSE, PROMPT, "8")
+    steps = [["3 + 5 = 8.", "The answer is 8."]]
+    for rule, problem in (("whole", PROMPT), ("last-user", PROBLEM)):
+        app = create_app(PrefixCachingScorer(tiny_rm), ServeConfig(problem_from=rule))
+        with testclient.TestClient(app) as c:
+            got = c.post("/get_reward", content=body, headers={"Content-Type": "application/json"}).json()
+        expected = tiny_rm.score(make_traces(problem, steps))[0]
+        assert got["step_scores"][0] == pytest.approx(expected, abs=1e-5), rule

@@ -54,6 +54,12 @@ def serve(
     unscored_reward: Annotated[float, typer.Option(
         help="/get_reward's reward for a query it cannot score (no step, or a prompt too long for "
         "max_length; the reason is in 'unscored').")] = ServeConfig.unscored_reward,
+    problem_from: Annotated[str, typer.Option(
+        help="How /get_reward reads the problem from a prompt: last-user (the last user turn of a "
+        "chat-templated prompt; a plain prompt as it is) or whole (the prompt as sent).")] = ServeConfig.problem_from,
+    end_marker: Annotated[list[str] | None, typer.Option(
+        "--end-marker", help="A policy end token to blank in completions, beside <|im_end|>, <|eot_id|>, "
+        "</s>, DeepSeek's end of sentence, ... (repeatable).")] = None,
     allow_pickle: Annotated[bool, typer.Option(
         "--allow-pickle", help="Load a --model folder whose weights are pickle files only.")] = False,
 ) -> None:
@@ -69,4 +75,5 @@ def serve(
         max_batch_traces=max_batch_traces, max_batch_steps=max_batch_steps, max_wait_ms=max_wait_ms,
         max_traces=max_traces, max_steps=max_steps, max_trace_chars=max_trace_chars,
         max_body_bytes=max_body_mb * 1024 * 1024, max_queued_traces=max_queued_traces,
-        request_timeout=request_timeout, shutdown_timeout=shutdown_timeout, unscored_reward=unscored_reward)
+        request_timeout=request_timeout, shutdown_timeout=shutdown_timeout, unscored_reward=unscored_reward,
+        problem_from=problem_from, end_markers=tuple(end_marker or ()))

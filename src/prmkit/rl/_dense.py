@@ -127,12 +127,15 @@ class DenseStepReward:
     """
 
     def __init__(self, scorer: Any, tokenizer: Any, *, splitter: str = "newline", scale: float = 1.0,
-                 shift: float = 0.0, name: str | None = None, truncation: str = "score_prefix") -> None:
+                 shift: float = 0.0, name: str | None = None, truncation: str = "score_prefix",
+                 problem_from: str = "last-user", end_markers: Sequence[str] = (), think: str = "keep") -> None:
         if scorer.kind != "prm":
             raise PrmkitError(f"dense step rewards need a PRM; scorer {scorer.name!r} is an "
                               f"{scorer.kind.upper()}")
         self.__name__ = name or "prm_dense"
-        self._traces = PRMReward(scorer, splitter=splitter, truncation=truncation, name=self.__name__)
+        self._traces = PRMReward(scorer, splitter=splitter, truncation=truncation, name=self.__name__,
+                                 problem_from=problem_from, tokenizer=tokenizer, end_markers=end_markers,
+                                 think=think)
         self.tokenizer = tokenizer
         self.scale = scale
         self.shift = shift

@@ -6,8 +6,11 @@ TRL then ignores it for this function). Completions are strings, or, for convers
 lists of chat messages (``[{"role": "assistant", "content": "..."}]``); prompts likewise. TRL logs a
 function's rewards under its ``__name__``.
 
-:class:`PRMReward` turns each completion into a trace (the problem is the prompt's last user message;
-the steps are cut by a prmkit splitter, ``newline`` by default, as ``prmkit generate`` does), scores
+:class:`PRMReward` turns each completion into a trace (the problem is the prompt's last user message,
+or for a chat-templated string prompt its last user turn, by the rule ``prmkit serve`` uses:
+:func:`prmkit.serve.problem_from`; the steps are cut by a prmkit splitter, ``newline`` by default, as
+``prmkit generate`` does, inside a :class:`~prmkit.serve.ReasoningSplitter`: ``<think>`` / ``</think>``
+and end markers, the policy tokenizer's special tokens among them, are never a step), scores
 all of them in one call, and aggregates each trace's step scores (``min`` by default) into its
 reward. A completion is unscorable when it has no step, or when the scorer rejects it (say, longer
 than an ORM's ``max_length``, or a problem that leaves no room for any step: ``too_long``); it gets
@@ -41,9 +44,9 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from prmkit.data import get_splitter
 from prmkit.errors import PrmkitError
 from prmkit.scoring import StepScorer, get_aggregator, score_each
+from prmkit.serve import problem_from, reasoning_splitter
 from prmkit.trace import Problem, Trace
 
 __all__ = ["PRMReward", "completion_text", "prompt_text", "TRUNCATION"]
@@ -71,11 +74,16 @@ def completion_text(completion: str | Sequence[dict[str, Any]]) -> str:
     return "\n".join(_content(m.get("content")) for m in completion if m.get("role", "assistant") == "assistant")
 
 
-def prompt_text(prompt: str | Sequence[dict[str, Any]]) -> str:
-    """The problem a prompt poses: the string itself, or its last user message (a conversational
-    prompt also holds the system prompt and worked examples, which are not the problem)."""
+def prompt_text(prompt: str | Sequence[dict[str, Any]], rule: str = "last-user") -> str:
+    """The problem a prompt poses: its last user message (a conversational prompt also holds the system
+    prompt and worked examples, which are not the problem), or for a string the last user turn of its
+    chat template, else the string itself (:func:`prmkit.serve.problem_from`, the rule ``prmkit serve``
+    applies to OpenRLHF's prompts). ``rule="whole"``: the string as it is, or every message's text."""
     if isinstance(prompt, str):
-        return prompt
+        return problem_from(prompt, rule)
+    if rule == "whole":
+        return "\n".join(_content(m.get("content")) for m in prompt)
+    problem_from("", rule)  # the rule's check
     users = [m for m in prompt if m.get("role") == "user"]
     return _content(users[-1].get("content")) if users else ""
 
@@ -91,7 +99,14 @@ class PRMReward:
     ``truncation``: ``score_prefix``, ``none`` or ``error`` for a completion scored on only some of its
     steps (module docs); ``stats`` / ``last_stats`` count what could not be scored.
     ``unscored_reward``: the reward of a completion nothing of which was scored (``None``: TRL's "no
-    opinion"; used as it is, not scaled).
+    opinion"; used as it is, not scaled). ``problem_from``: ``last-user`` or ``whole``
+    (:func:`prompt_text`). ``tokenizer``: the *policy's*, whose special tokens are blanked in its
+    completions beside :data:`~prmkit.serve.DEFAULT_END_MARKERS` and ``end_markers``; ``think``: ``keep``
+    the lines of a ``<think>`` block as steps, or score only the ``answer`` after it.
+
+    It pickles (TRL's ``AsyncGRPOTrainer`` runs reward functions in a spawned process): a remote scorer
+    travels as its URL and options, a scorer made by :meth:`from_pretrained` as its path and arguments,
+    both rebuilt on first use in the child; the counts start again at zero there.
 
     Scoring goes through :func:`prmkit.scoring.score_each`: a scorer that says per trace why it
     refused one (a local model, :class:`~prmkit.serve.RemoteScorer` in one request) is called once;
@@ -100,7 +115,9 @@ class PRMReward:
 
     def __init__(self, scorer: StepScorer, *, aggregate: str = "min", splitter: str = "newline",
                  name: str | None = None, scale: float = 1.0, shift: float = 0.0,
-                 truncation: str = "score_prefix", unscored_reward: float | None = None) -> None:
+                 truncation: str = "score_prefix", unscored_reward: float | None = None,
+                 problem_from: str = "last-user", tokenizer: Any = None, end_markers: Sequence[str] = (),
+                 think: str = "keep") -> None:
         if truncation not in TRUNCATION:
             raise PrmkitError(f"truncation must be one of {', '.join(TRUNCATION)}, got {truncation!r}")
         self.truncation = truncation
@@ -112,7 +129,9 @@ class PRMReward:
         self.scorer = scorer
         self.aggregate = aggregate
         self._agg = get_aggregator(aggregate)
-        self.splitter = get_splitter(splitter)
+        prompt_text("", problem_from)  # the rule's check
+        self.problem_from = problem_from
+        self.splitter = reasoning_splitter(splitter, tokenizer=tokenizer, end_markers=end_markers, think=think)
         self.scale = scale
         self.shift = shift
         default = "orm" if scorer.kind == "orm" else f"prm_{aggregate.replace(':', '_')}"
@@ -135,9 +154,9 @@ class PRMReward:
             raise PrmkitError(f"{len(prompts)} prompts for {len(completions)} completions")
         out: list[Trace | None] = []
         for i, (p, c) in enumerate(zip(prompts, completions, strict=True)):
-            text = completion_text(c)
-            steps = self.splitter.split(text)
-            out.append(Trace(id=f"rl-{i}", problem=Problem(prompt_text(p)), steps=steps, text=text)
+            text = self.splitter.clean(completion_text(c))
+            steps = self.splitter.inner.split(text)
+            out.append(Trace(id=f"rl-{i}", problem=Problem(prompt_text(p, self.problem_from)), steps=steps, text=text)
                        if steps else None)
         return out
 

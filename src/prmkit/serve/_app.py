@@ -62,7 +62,7 @@ from prmkit.serve._batcher import (
     unscored_kind,
 )
 from prmkit.serve._metrics import Metrics
-from prmkit.serve._queries import query_trace
+from prmkit.serve._queries import PROBLEM_FROM, query_trace, reasoning_splitter
 from prmkit.trace import Problem, Step, Trace
 
 __all__ = ["ServeConfig", "create_app"]
@@ -89,7 +89,11 @@ class ServeConfig:
     - ``request_timeout``: seconds a request may wait for its scores (504 past it; its traces not yet
       scored are dropped);
     - ``shutdown_timeout``: seconds a shutdown waits for the requests in flight (503 past it);
-    - ``unscored_reward``: ``/get_reward``'s reward for a query it could not score.
+    - ``unscored_reward``: ``/get_reward``'s reward for a query it could not score;
+    - ``problem_from``: how ``/get_reward`` reads the problem from a prompt (``last-user``: the last user
+      turn of a chat-templated prompt; ``whole``: the prompt as sent; :func:`~prmkit.serve.problem_from`);
+    - ``end_markers``: the policy's end tokens to blank in completions, beside the defaults
+      (:class:`~prmkit.serve.ReasoningSplitter`).
 
     A value that would refuse every request (``max_traces=0``, a body limit of 0 bytes, ...) is an
     error here, all of them in one message:
@@ -117,9 +121,14 @@ class ServeConfig:
     request_timeout: float = 120.0
     shutdown_timeout: float = 10.0
     unscored_reward: float = 0.0
+    problem_from: str = "last-user"
+    end_markers: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         errors = []
+        if self.problem_from not in PROBLEM_FROM:
+            errors.append(f"--problem-from must be one of {', '.join(PROBLEM_FROM)}, got {self.problem_from!r}")
+        self.end_markers = tuple(self.end_markers)
         for name in ("max_traces", "max_steps", "max_trace_chars", "max_queued_traces", "max_batch_traces",
                      "max_batch_steps"):
             value = getattr(self, name)
@@ -426,8 +435,9 @@ def _reward_traces(body: bytes, schema: Any, cfg: ServeConfig) -> tuple[Any, lis
             raise HTTPFailure(422, f"{name}: {len(given)} items for {len(req.query)} queries")
     prompts = req.prompts or [None] * len(req.query)
     made = []
+    splitter = reasoning_splitter(cfg.splitter, end_markers=cfg.end_markers)
     for i, (p, q) in enumerate(zip(prompts, req.query, strict=True)):
-        trace, found = query_trace(p, q, f"q{i}", cfg.splitter)
+        trace, found = query_trace(p, q, f"q{i}", splitter, problem_rule=cfg.problem_from)
         why = over_limit(trace, cfg.max_steps, cfg.max_trace_chars)
         made.append((trace, found, None if why is None else OVER_LIMIT + why))
     return req, made
