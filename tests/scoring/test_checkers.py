@@ -258,3 +258,24 @@ def test_a_trace_the_prm_refuses_is_reported_and_the_others_checked():
 
     got = score_each(CheckedScorer(Refusing({}), "calculator,sympy"), TRACES[:2])
     assert got == [([0.5, 0.0, 0.5], None), (None, "trace 'b' is too long")]
+
+
+def test_prmkit_eval_processbench_with_checks(tmp_path, capsys):
+    import json
+
+    from cli_run import run
+
+    rows = [  # label: the first wrong step, -1 none
+        {"id": "m-0", "generator": "g", "problem": "Compute 3/4 of 8.", "final_answer_correct": False, "label": 0,
+         "steps": ["$\\frac{3}{4} \\cdot 8 = 5$.", "The answer is 5."]},  # flagged where it is wrong: a hit
+        {"id": "m-1", "generator": "g", "problem": "Add 2 and 3.", "final_answer_correct": False, "label": 0,
+         "steps": ["We multiply: $2 \\cdot 3 = 6$.", "The answer is 6."]},  # a wrong operation: unseen, a miss
+        {"id": "m-2", "generator": "g", "problem": "Add 2 and 3.", "final_answer_correct": True, "label": -1,
+         "steps": ["$2 + 3 = 5$.", "The answer is 5."]},  # right and not flagged: a hit
+    ]
+    (tmp_path / "math.json").write_text(json.dumps(rows))
+    code, out, err = run(["eval", "processbench", tmp_path / "math.json", "--scorer", "checks",
+                          "-s", "checks=calculator,sympy,provenance"], capsys)
+    assert code == 0, err
+    line = next(ln for ln in out.splitlines() if ln.startswith("math "))
+    assert line.split()[1:4] == ["50.0", "100.0", "66.7"]  # error acc 1/2, correct acc 1/1, F1 2/3
