@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prmkit.errors import PrmkitError
-from prmkit.rl._rewards import PRMReward
+from prmkit.rl._rewards import PRMReward, completion_text
 from prmkit.trace import Step
 
 __all__ = ["DenseRewards", "place_step_rewards", "token_char_ends", "DenseStepReward"]
@@ -162,6 +162,8 @@ class DenseStepReward:
                 continue
             step_rewards = [None if s is None else self.scale * s + self.shift for s in scores]
             ids = completion_ids[k] if completion_ids is not None else None
-            out.append(place_step_rewards(t.text or "", t.steps, step_rewards, self.tokenizer,
+            # The completion as the policy wrote it: the steps' spans point into it (the splitter blanks
+            # think tags and end markers in place), and its end markers are policy tokens too.
+            out.append(place_step_rewards(completion_text(completions[k]), t.steps, step_rewards, self.tokenizer,
                                           token_ids=ids).rewards)
         return out

@@ -40,6 +40,7 @@ on the ``prmkit.rl`` logger when any completion was not fully scored, and, under
 from __future__ import annotations
 
 import logging
+import threading
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -88,6 +89,18 @@ def prompt_text(prompt: str | Sequence[dict[str, Any]], rule: str = "last-user")
     return _content(users[-1].get("content")) if users else ""
 
 
+def _build(recipe: tuple[str, dict[str, Any]] | None) -> StepScorer:
+    from prmkit.scoring import get_scorer, model_scorer
+
+    if recipe is None:
+        raise PrmkitError("this reward function has no scorer and no recipe to build one")
+    how, args = recipe
+    if how == "model":
+        args = dict(args)
+        return model_scorer(args.pop("path"), **args)
+    return get_scorer(how, **args)
+
+
 class PRMReward:
     """``reward_fn(prompts, completions, **kwargs) -> list[float | None]`` over a
     :class:`~prmkit.scoring.StepScorer` (module docs).
@@ -126,7 +139,13 @@ class PRMReward:
         self.stats: Counter[str] = Counter()
         #: The same counts for the last call only.
         self.last_stats: Counter[str] = Counter()
-        self.scorer = scorer
+        self._lock = threading.Lock()
+        self._scorer: StepScorer | None = scorer
+        #: ``(how, arguments)`` that rebuild the scorer in another process: ``("model", {"path": ...,
+        #: ...})`` from :meth:`from_pretrained`, a remote scorer's own recipe; None: the scorer itself
+        #: is pickled.
+        self.recipe: tuple[str, dict[str, Any]] | None = (
+            scorer.recipe() if callable(getattr(scorer, "recipe", None)) else None)
         self.aggregate = aggregate
         self._agg = get_aggregator(aggregate)
         prompt_text("", problem_from)  # the rule's check
@@ -145,8 +164,33 @@ class PRMReward:
         ``prmkit search --model`` does)."""
         from prmkit.scoring import model_scorer
 
-        return cls(model_scorer(path, **scorer_args), aggregate=aggregate, splitter=splitter, name=name,
-                   truncation=truncation, unscored_reward=unscored_reward)
+        reward = cls(model_scorer(path, **scorer_args), aggregate=aggregate, splitter=splitter, name=name,
+                     truncation=truncation, unscored_reward=unscored_reward)
+        reward.recipe = ("model", {"path": str(path), **scorer_args})
+        return reward
+
+    @property
+    def scorer(self) -> StepScorer:
+        """The scorer; in a process this reward function was unpickled into, built from :attr:`recipe`
+        on first use (once, under a lock: TRL calls reward functions from worker threads)."""
+        if self._scorer is None:
+            with self._lock:
+                if self._scorer is None:
+                    self._scorer = _build(self.recipe)
+        assert self._scorer is not None
+        return self._scorer
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_lock"], state["_agg"]
+        if self.recipe is not None:
+            state["_scorer"] = None  # rebuilt from the recipe on first use there
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+        self._agg = get_aggregator(self.aggregate)
 
     def traces(self, prompts: Sequence[Any], completions: Sequence[Any]) -> list[Trace | None]:
         """The trace of every completion (None where it has no step)."""

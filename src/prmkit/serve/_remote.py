@@ -76,6 +76,13 @@ class RemoteScorer:
     def __init__(self, url: str, *, timeout: float = 60.0, max_retries: int = 4, backoff: float = 0.5,
                  token: str | None = None, chunk: int | None = None, seed: int = 0) -> None:
         self.url = remote_url(url) or str(url).rstrip("/")
+        #: What rebuilds this scorer in another process (:meth:`recipe`, pickling): the URL and the
+        #: options given. A token given here travels with it; one read from $PRMKIT_SERVE_TOKEN is read
+        #: there again.
+        self.options: dict[str, Any] = {"timeout": timeout, "max_retries": max_retries, "backoff": backoff,
+                                        "chunk": chunk, "seed": seed}
+        if token is not None:
+            self.options["token"] = token
         token = token if token is not None else os.environ.get("PRMKIT_SERVE_TOKEN") or None
         self._http = RetryingClient(self.url, timeout=timeout, max_retries=max_retries, backoff=backoff,
                                     token=token, seed=seed,
@@ -89,6 +96,16 @@ class RemoteScorer:
         # reported unscored here, not sent, so it cannot fail the others of its request with a 413.
         self.max_steps = info.get("max_steps")
         self.max_trace_chars = info.get("max_trace_chars")
+
+    def recipe(self) -> tuple[str, dict[str, Any]]:
+        """``(registered scorer name, arguments)`` that make this scorer again:
+        ``get_scorer(*recipe[:1], **recipe[1])`` (:class:`~prmkit.rl.PRMReward` pickles it so)."""
+        return "remote", {"url": self.url, **self.options}
+
+    def __reduce__(self) -> Any:
+        # The HTTP client (its locks, its sockets) cannot be pickled: the URL and options travel, and
+        # the copy connects (and reads /health) when it is unpickled.
+        return _remote_from_recipe, (self.url, self.options)
 
     def describe(self) -> dict[str, Any]:
         """Provenance: the server and the model it serves (never the token)."""
@@ -136,6 +153,10 @@ class RemoteScorer:
                 else:
                     out.append((list(r["step_scores"]) if self.kind == "prm" else [r["score"]], None))
         return out
+
+
+def _remote_from_recipe(url: str, options: dict[str, Any]) -> RemoteScorer:
+    return RemoteScorer(url, **options)
 
 
 class RetryingClient:
