@@ -117,3 +117,42 @@ def test_cli_search_mcts_end_to_end(tmp_path, capsys):
         run("search", "--env", "arith", "--problems", "1", "--method", "beam", "--policy", "scripted",
             "-p", 'completions=["x = 1"]', "--scorer", "scripted", "-s", 'scores={"x = 1": 0.5}',
             "--simulations", "4", "-o", tmp_path / "b.jsonl")
+
+
+class _KeyedPolicy(ScriptedPolicy):
+    """The seeded scripted policy, recording the key of every request."""
+
+    def __init__(self) -> None:
+        super().__init__(["x = 1", "x = 2", "y = 3", "The answer is 6.", "The answer is 5."])
+        self.keys: list[str] = []
+
+    def generate(self, requests, params):
+        self.keys += [r.key for r in requests]
+        return super().generate(requests, params)
+
+
+def test_search_file_resumes_an_interrupted_run(tmp_path):
+    from prmkit.search import search_file
+    from prmkit.trace import Problem, read_traces
+
+    problems = [Problem("1 + 1?", answer="2", id="a"), Problem("2 + 2?", answer="4", id="b")]
+    opts = {"method": "mcts", "simulations": 2, "expansions": 2, "max_depth": 2, "seed": 3}
+
+    def scorer(fail_on: str | None):
+        def fn(t):
+            if t.problem.id == fail_on:
+                raise KeyboardInterrupt  # the run is cut while searching problem b
+            return [0.5] * len(t.steps)
+        return ScriptedScorer(fn)
+
+    out, full = tmp_path / "found.jsonl", tmp_path / "full.jsonl"
+    with pytest.raises(KeyboardInterrupt):
+        search_file(out, problems, _KeyedPolicy(), scorer("b"), **opts)
+    assert not out.exists()
+    policy = _KeyedPolicy()
+    resumed = search_file(out, problems, policy, scorer(None), **opts)
+    assert {k.split("/")[0] for k in policy.keys} == {"b"}  # a was not searched again
+    whole = search_file(full, problems, _KeyedPolicy(), scorer(None), **opts)
+    assert [t.to_dict() for t in read_traces(out)] == [t.to_dict() for t in read_traces(full)]
+    assert resumed.problems == whole.problems == 2 and resumed.generated_tokens == whole.generated_tokens
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".searching.jsonl")]

@@ -192,7 +192,8 @@ def search(
     Example: prmkit search --env arith --problems 20 --method dvts -n 16 --m 4 --model runs/prm -o found.jsonl
     Prints the accuracy and the tokens generated and scored per problem (compare methods at equal
     compute); every answer trace records its search in meta.search. An option of another method
-    (-n with --method beam) is refused, naming it.
+    (-n with --method beam) is refused, naming it. An interrupted run resumes: rerun the same command
+    and the problems it finished are not searched again (--overwrite starts afresh).
     """
     from prmkit.generate import load_problems
     from prmkit.policies import load_policy
@@ -208,5 +209,6 @@ def search(
                          expansions=expansions, n=n, m=m, select=select_method, lookahead=lookahead,
                          max_depth=max_depth, aggregate=aggregate, step_tokens=step_tokens,
                          temperature=temperature, top_p=top_p, seed=seed,
-                         simulations=simulations, c_puct=c_puct, rollout_weight=rollout_weight, answer=answer)
+                         simulations=simulations, c_puct=c_puct, rollout_weight=rollout_weight, answer=answer,
+                         restart=overwrite)
     _say(report.lines())

@@ -10,14 +10,17 @@ touches an existing output or the input.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
+import json
 import os
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from prmkit._durable import durable_file
+from prmkit._durable import durable_file, output_lock
+from prmkit._jsonio import iter_json_records, open_text, write_jsonl_line
 from prmkit.data import read
 from prmkit.envs import ArithConfig, PromptBuilder
 from prmkit.errors import PrmkitError
@@ -27,7 +30,7 @@ from prmkit.scoring import StepScorer
 from prmkit.search._search import SEARCHES, SearchConfig, search
 from prmkit.search._select import SCORED_METHODS, SELECTORS, SelectionReport, select_problems
 from prmkit.trace import Problem, Trace, TraceWriter
-from prmkit.trace_queries import is_correct, partly_scored, score_keys
+from prmkit.trace_queries import is_correct, partly_scored, problem_key, score_keys
 
 __all__ = ["select_file", "SelectFileReport", "search_file", "SearchFileReport", "pick_score_key",
            "check_search_settings"]
@@ -168,31 +171,83 @@ def check_search_settings(method: str, given: Collection[str], spelled: Mapping[
         raise PrmkitError(f"{what} of the {method} search (it takes: {listed})")
 
 
+def _progress_file(out: Path, method: str, used: Mapping[str, Any]) -> Path:
+    """Where a run of ``method`` with the settings ``used`` appends each problem's answer as it
+    finishes (hidden, beside ``out``): a run with other settings has another file."""
+    digest = hashlib.sha256(json.dumps([method, dict(used)], sort_keys=True, default=str).encode())
+    return out.with_name(f".{out.name}.{method}-{digest.hexdigest()[:10]}.searching.jsonl")
+
+
+def _searched(path: Path) -> dict[str, Trace]:
+    """The answers an interrupted run wrote to ``path``, by problem; a torn last line (the write the
+    interruption cut) is dropped and the file rewritten without it."""
+    if not path.exists():
+        return {}
+    errors: list[Any] = []
+    rows = list(iter_json_records(path, container="jsonl", errors=errors))
+    total = sum(1 for _ in open(path, "rb"))
+    bad = [e for e in errors if e.line != total]
+    if bad:
+        raise PrmkitError(f"cannot resume the search: {bad[0]} (remove {path}, or pass --overwrite)")
+    done = {}
+    for line, obj in rows:
+        t = Trace.from_dict(obj, path=str(path), line=line)
+        done[t.meta.get("problem_id") or problem_key(t.problem)] = t
+    if errors:
+        with durable_file(path, lock=False) as tmp, open_text(tmp, "w") as f:
+            for _, obj in rows:
+                write_jsonl_line(f, obj)
+    return done
+
+
 def search_file(out: str | os.PathLike, problems: list[Problem], policy: Policy, scorer: StepScorer, *,
                 method: str = "beam", arith_config: ArithConfig | None = None, source: str | None = None,
                 shots: int | None = None, given: Collection[str] = (),
-                spelled: Mapping[str, str] | None = None, **options: Any) -> SearchFileReport:
-    """Search every problem with ``method`` (:data:`SEARCHES`: ``beam``, ``dvts``) and write the
-    answer traces to ``out``. The prompts are the ones ``policy`` expects
+                spelled: Mapping[str, str] | None = None, restart: bool = False, **options: Any
+                ) -> SearchFileReport:
+    """Search every problem with ``method`` (:data:`SEARCHES`: ``beam``, ``dvts``, ``mcts``) and write
+    the answer traces to ``out``. The prompts are the ones ``policy`` expects
     (:meth:`PromptBuilder.for_policy`). ``options`` are the search's settings; those the method does
     not take (``n``/``m`` for ``beam``, ``beam_width``/``expansions`` for ``dvts``) are dropped, so one
     set of command-line options serves every method, unless they are ``given``: the settings the user
     chose (a command line's explicit flags, not its defaults), of which one the method does not take
-    is an error naming it (:func:`check_search_settings`, with ``spelled``), before any search."""
+    is an error naming it (:func:`check_search_settings`, with ``spelled``), before any search.
+
+    Resumable: each answer is appended, as its problem finishes, to a hidden progress file beside
+    ``out`` named by the method and settings; a rerun with the same ones skips the problems found
+    there (``restart``: start afresh), and ``out`` is written, in problem order, once all are done
+    (then the progress file is removed). With a seeded policy a resumed run writes what an
+    uninterrupted one would: every problem's search is independent and keyed by its problem."""
     check_search_settings(method, given, spelled)
     takes = _search_options(method)
     used = {k: v for k, v in options.items() if k in takes}
     prompts = PromptBuilder.for_policy(policy, config=arith_config, source=source, shots=shots)
     out = Path(out)
     report = SearchFileReport(str(out), method, options=used)
-    with durable_file(out) as partial, TraceWriter(partial) as w:
-        for p in problems:
-            r = search(method, p, policy, scorer, prompts, **used)
-            w.write(r.trace)
-            ok = is_correct(r.trace)
-            report.problems += 1
-            report.judged += ok is not None
-            report.right += bool(ok)
-            report.generated_tokens += r.generated_tokens
-            report.scored_tokens += r.scored_tokens
+    progress = _progress_file(out, method, used)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with output_lock(out):
+        if restart and progress.exists():
+            progress.unlink()
+        done = _searched(progress)
+        answers = []
+        with TraceWriter(progress, append=True) as w:
+            for p in problems:
+                t = done.get(problem_key(p))
+                if t is None:
+                    r = search(method, p, policy, scorer, prompts, **used)
+                    t = r.trace
+                    w.write(t)  # flushed: an interruption loses no finished problem
+                answers.append(t)
+        with durable_file(out, lock=False) as partial, TraceWriter(partial) as w:
+            for t in answers:
+                w.write(t)
+                ok = is_correct(t)
+                report.problems += 1
+                report.judged += ok is not None
+                report.right += bool(ok)
+                compute = t.meta.get("search", {}).get("compute", {})
+                report.generated_tokens += compute.get("generated_tokens", 0)
+                report.scored_tokens += compute.get("scored_tokens", 0)
+        progress.unlink()
     return report
