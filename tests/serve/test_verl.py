@@ -15,8 +15,9 @@ def test_compute_score_through_the_server(live_server, monkeypatch):
     monkeypatch.setattr(verl_reward, "_REWARD", None)
     got = verl_reward.compute_score("arith", "3 + 5 = 8.\nThe answer is 8.", "8",
                                     {"question": "What is 3 + 5?", "index": 0})
-    assert got == {"score": 0.5, "prm_unscored": 0.0}
-    assert verl_reward.compute_score("arith", "   ", "8", None) == {"score": 0.0, "prm_unscored": 1.0}
+    assert got == {"score": 0.5, "prm_unscored": 0.0, "prm_no_problem": 0.0}
+    assert verl_reward.compute_score("arith", "   ", "8", None) == {"score": 0.0, "prm_unscored": 1.0,
+                                                                  "prm_no_problem": 1.0}
     assert verl_reward.reward_function().stats["no_steps"] == 1
 
 

@@ -248,7 +248,8 @@ class PRMReward:
             c["scored"] += 1
             out.append(scores)
         self.last_stats = c
-        self.stats.update(c)
+        with self._lock:  # Counter.update is not atomic: verl and TRL call from several threads
+            self.stats.update(c)
         unscored = c["no_steps"] + c["rejected"]
         if unscored or c["partial"]:
             log.warning("%s: of %d completions, %d without steps, %d rejected by the scorer, %d scored on "
