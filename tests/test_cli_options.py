@@ -178,6 +178,6 @@ def test_help_lists_the_registered_names_a_plugin_included(tmp_path):
                             ("agent run", "exploit_obfuscated, plugorg, or all"),
                             ("agent run", "each submit (a flag stops the episode): rule, prm, judge, plugmon"),
                             ("select", "Selection method: bon, weighted, majority, oracle, plugsel"),
-                            ("search", "Search strategy: beam, dvts, plugsearch.")]:
+                            ("search", "Search strategy: beam, dvts, mcts, plugsearch.")]:
         assert listed in plugged[command], command
         assert listed not in plain[command], command
