@@ -157,6 +157,7 @@ def traces(tmp_path):
     return path
 
 
+@pytest.mark.slow
 def test_the_plugin_labeler_and_probe_are_listed_in_the_help(site, tmp_path):
     label_help = prmkit("label", "--help", site=site, cwd=tmp_path).stdout
     probes_help = prmkit("eval", "probes", "--help", site=site, cwd=tmp_path).stdout
@@ -187,6 +188,7 @@ def test_the_plugin_labeler_labels_from_the_command_line(site, tmp_path, traces)
            "judge, mc, spec, symbolic" in unknown.stderr
 
 
+@pytest.mark.slow
 def test_the_plugin_probe_runs_and_is_reported(site, tmp_path, traces):
     labelled = tmp_path / "labelled.jsonl"
     prmkit("label", "--method", "example_keywords", str(traces), str(labelled), "-o", 'words=["wrong"]',

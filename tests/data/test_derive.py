@@ -341,6 +341,7 @@ def test_cli_env_arith(tmp_path, capsys):
 
 
 @pytest.mark.realdata
+@pytest.mark.slow
 def test_gsm8k_test_rows(shared_data):
     refs = [t for _, t in zip(range(150), read(shared_data / "gsm8k" / "test.jsonl"), strict=False)]
     report = DeriveReport()

@@ -54,6 +54,7 @@ def frequencies(logits, temperature, rows, rounds, head=None):
 
 
 @pytest.mark.parametrize("head", [16.0, 3.0], ids=["all_head", "tail_bound"])
+@pytest.mark.slow
 def test_sample_frequencies_are_the_distribution(head):
     """0.4 on one token, 0.3 over 30 tokens, 0.3 over 300: with HEAD 3 most of the mass is in the tail,
     so the bound, the acceptance and the redraw all decide many samples. 20,000 samples: each frequency
@@ -67,6 +68,7 @@ def test_sample_frequencies_are_the_distribution(head):
         assert abs(float(got) - want) < 4.5 * math.sqrt(want * (1 - want) / n), (head, float(got), want)
 
 
+@pytest.mark.slow
 def test_paths_taken():
     """The tail bound wins and the slow path both accepts and redraws on the distribution above."""
     p = torch.tensor([0.4] + [0.01] * 30 + [0.001] * 300, dtype=torch.float64)

@@ -87,6 +87,7 @@ def test_resume_refuses_a_corrupt_middle(tmp_path):
 @pytest.mark.parametrize("backend,options", [("hf", {}), ("torch", {"dtype": "float32"}),
                                              ("torch", {"dtype": "bfloat16"})],
                          ids=["hf", "torch-float32", "torch-bfloat16"])
+@pytest.mark.slow
 def test_resumed_file_equals_uninterrupted(tmp_path, tiny_lm, backend, options):
     """A sample file finished in a second run (other batch plans: one problem, then two per call)
     equals one written at once, for hf and for the default local backend (torch, both precisions)."""

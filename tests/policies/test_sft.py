@@ -32,6 +32,7 @@ def test_config_errors_reported_together():
     assert "examples" in str(e.value) and "batch_size" in str(e.value) and "steps" in str(e.value)
 
 
+@pytest.mark.slow
 def test_sft_writes_an_adapter_the_policy_loads(tiny_lm, tmp_path):
     out = sft_policy(PolicySFTConfig(output_dir=str(tmp_path / "sft"), model=tiny_lm, examples=8,
                                      batch_size=4, lora_r=4, target_modules=["q_proj", "v_proj"],

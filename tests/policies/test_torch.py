@@ -37,6 +37,7 @@ def pair(wide_lm):
     SamplingParams(n=3, max_new_tokens=16, temperature=0.7, top_p=0.9, seed=3),
     SamplingParams(n=1, max_new_tokens=8, temperature=1.0, seed=11),
 ], ids=["sampled", "greedy", "top_p", "one_sample"])
+@pytest.mark.slow
 def test_float32_equals_hf(pair, sp):
     hf, fast = pair
     assert fast.describe()["engine"] == "prmkit decode loop"
@@ -46,6 +47,7 @@ def test_float32_equals_hf(pair, sp):
     assert sp.temperature == 0 or len({c.text for row in b for c in row}) > 2
 
 
+@pytest.mark.slow
 def test_stop_strings_equal_hf(pair):
     hf, fast = pair
     free = fast.generate(REQS[:1], SamplingParams(n=4, max_new_tokens=30, temperature=1.0, seed=5))[0]
@@ -60,6 +62,7 @@ def test_stop_strings_equal_hf(pair):
             assert c.text == f.text[: f.text.index(stop)] and c.finish_reason == "stop"
 
 
+@pytest.mark.slow
 def test_logits_equal_transformers_forward(wide_lm):
     """Each decode step's logits equal a plain forward pass over the prompt and the tokens so far."""
     fast = get_policy("torch", model=wide_lm, batch_size=6, dtype="float32", progress=False)
@@ -75,6 +78,7 @@ def test_batched_equals_one_at_a_time(pair):
     assert rows(together) == rows(alone)
 
 
+@pytest.mark.slow
 def test_batches_are_whole_requests_or_slices_of_one(wide_lm, pair):
     hf, _ = pair
     small = get_policy("torch", model=wide_lm, batch_size=2, dtype="float32", progress=False)
@@ -188,6 +192,7 @@ def test_auto_dtype_follows_choose_compute(wide_lm, tiny_lm, tmp_path, monkeypat
         get_policy("torch", model=folder, dtype="int8", progress=False)
 
 
+@pytest.mark.slow
 def test_bfloat16_decodes_and_repeats(wide_lm):
     pol = get_policy("torch", model=wide_lm, dtype="bfloat16", batch_size=4, progress=False)
     sp = SamplingParams(n=3, max_new_tokens=12, temperature=1.0, seed=7)
@@ -340,6 +345,7 @@ def test_int8_rows_do_not_depend_on_their_batch():
 
 
 @pytest.mark.parametrize("kernel", ["int_mm", "fbgemm"])
+@pytest.mark.slow
 def test_int8_decodes_close_to_float32_and_batch_invariant(wide_lm, kernel):
     """``dtype="int8"``: the loop's products in int8 (attention, norms, cache and sampling in
     float32), through either kernel. Each step's logits stay near the float32 model's forward pass;
@@ -469,6 +475,7 @@ def test_int8_decode_uses_the_onednn_head_where_exact(wide_lm, monkeypatch):
     assert torch.allclose(a, b, rtol=1e-5, atol=1e-6)  # the same sums: rounding order only
 
 
+@pytest.mark.slow
 def test_compiled_int8_decode_repeats_and_is_batch_invariant(wide_lm):
     """``compile=True``: from a decode's second step on, the layers run through ``torch.compile``,
     several a call (inductor fuses the int8 loop's small operations). Its logits stay as near the float32 model's
@@ -509,6 +516,7 @@ def test_compiled_int8_decode_repeats_and_is_batch_invariant(wide_lm):
     assert plan.compiled is counted
 
 
+@pytest.mark.slow
 def test_compile_failure_decodes_eagerly_with_a_warning(wide_lm):
     """A compiler that fails (no C++ compiler, say) costs a warning, not the decode: the step that
     failed and every later one run eagerly, giving the eager loop's completions."""

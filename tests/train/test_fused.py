@@ -29,6 +29,7 @@ def _loss_and_grads(model, ids):
 
 
 @pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.slow
 def test_same_loss_and_gradients_as_the_models_own_code(compiled):
     model = _tiny()
     ids = torch.randint(0, 50, (3, 11), generator=torch.Generator().manual_seed(1))

@@ -82,6 +82,7 @@ def test_the_context_switches_linear_layers_only_while_recording_gradients():
 
 
 @needs_int8
+@pytest.mark.slow
 def test_compiled_products_equal_the_eager_ones():
     g = torch.Generator().manual_seed(1)
     x = torch.randn(37, 64, generator=g)

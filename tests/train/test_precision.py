@@ -28,6 +28,7 @@ def config(marker_files, out, *overrides):
 @pytest.mark.parametrize("low", [
     pytest.param("bf16", marks=pytest.mark.skipif(NO_BF16 is not None, reason=f"no native bf16 here: {NO_BF16}")),
     pytest.param("int8", marks=pytest.mark.skipif(NO_INT8 is not None, reason=f"no int8 products here: {NO_INT8}"))])
+@pytest.mark.slow
 def test_low_precision_trains_with_a_loss_close_to_fp32(marker_files, tmp_path, low):
     runs = {}
     for precision in ("fp32", low):
