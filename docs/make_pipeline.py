@@ -47,7 +47,7 @@ def main() -> None:
     fig, ax = plt.subplots(figsize=(11, 3.4), dpi=110)
     for x, y, title, detail in MAIN:
         box(ax, x, y, title, detail, "#dbe9f6")
-    for (x0, y0, *_), (x1, y1, *_) in zip(MAIN, MAIN[1:]):
+    for (x0, y0, *_), (x1, y1, *_) in zip(MAIN, MAIN[1:], strict=False):
         arrow(ax, (x0 + 0.43, y0), (x1 - 0.43, y1))
     for x, y, title, detail in USES:
         box(ax, x, y, title, detail, "#e3f1dd")
