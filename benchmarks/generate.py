@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
-import math
 import os
 import shlex
 import statistics
@@ -328,12 +327,11 @@ def run_ortgenai(args: argparse.Namespace, precision: str) -> None:
         print(f"ONNX Runtime GenAI ({precision}): failed with code {code}: {err}", flush=True)
 
 
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    p = k / n
-    d = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / d
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return c - h, c + h
+def wilson(k: int, n: int) -> tuple[float, float]:
+    """prmkit.eval's 95% Wilson interval of k / n."""
+    from prmkit.eval import wilson_interval
+
+    return wilson_interval(k, n)
 
 
 def bench_quality(problems: int, n: int, backends: list[str]) -> None:

@@ -24,7 +24,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 import shlex
 import sys
 import time
@@ -40,14 +39,11 @@ from prmkit.search._common import ComputeMeter, finish_trace
 from prmkit.trace_queries import is_correct, problem_key
 
 
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    if n == 0:
-        return (0.0, 1.0)
-    p = k / n
-    d = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / d
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return (max(0.0, c - h), min(1.0, c + h))
+def wilson(k: int, n: int) -> tuple[float, float]:
+    """prmkit.eval's 95% Wilson interval of k / n."""
+    from prmkit.eval import wilson_interval
+
+    return wilson_interval(k, n)
 
 
 def best_of_n(problem, policy, scorer, prompts, budget: int, args) -> tuple[bool | None, dict[str, int]]:

@@ -48,6 +48,7 @@ from prmkit.eval._stats import (
     slope,
     spearman,
     stratified_resamples,
+    wilson_interval,
 )
 from prmkit.eval._stepmetrics import StepMetrics, collect_steps, step_metrics, step_metrics_for
 from prmkit.eval._summary import (
@@ -87,7 +88,7 @@ from prmkit.eval.probes import (
 )
 
 __all__ = [
-    "auroc", "average_ranks", "pearson", "spearman", "slope", "percentile_interval", "bootstrap_summary",
+    "auroc", "average_ranks", "pearson", "spearman", "slope", "percentile_interval", "wilson_interval", "bootstrap_summary",
     "stratified_resamples", "nested_resamples", "first_error_accuracy", "first_error_index", "pass_at_k", "pass_at_k_traces",
     "evaluate_processbench", "ProcessBenchResult", "predict_first_error", "processbench_split",
     "threshold_sweep",

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from prmkit.errors import MissingDependencyError
 
 __all__ = ["auroc", "average_ranks", "pearson", "spearman", "slope", "percentile_interval",
-           "bootstrap_summary", "stratified_resamples", "nested_resamples"]
+           "bootstrap_summary", "stratified_resamples", "nested_resamples", "wilson_interval"]
 
 T = TypeVar("T")
 
@@ -121,6 +121,25 @@ def slope(x: Sequence[float], y: Sequence[float]) -> float | None:
 
 
 # -- intervals -------------------------------------------------------------------------------------------
+
+def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of a proportion ``k / n`` (95% with the default ``z``), within
+    [0, 1]; (0, 1) when ``n`` is 0. It holds ``k / n``, and unlike the normal approximation it stays
+    inside [0, 1] and is not empty at 0 or ``n`` successes.
+
+    >>> [round(x, 3) for x in wilson_interval(2, 4)]
+    [0.15, 0.85]
+    >>> wilson_interval(0, 0)
+    (0.0, 1.0)
+    """
+    if n == 0:
+        return (0.0, 1.0)
+    p = k / n
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return (max(0.0, c - h), min(1.0, c + h))
+
 
 def percentile_interval(replicates: Any, estimate: Any = None, *, level: float = 95) -> tuple[Any, Any]:
     """``(lo, hi)``: the ``(100 - level) / 2`` and ``100 - (100 - level) / 2`` percentiles of the
