@@ -168,6 +168,7 @@ def test_the_plugin_labeler_and_probe_are_listed_in_the_help(site, tmp_path):
     assert "example_step_count" not in prmkit("eval", "probes", "--help", site=None, cwd=tmp_path).stdout
 
 
+@pytest.mark.slow
 def test_the_plugin_labeler_labels_from_the_command_line(site, tmp_path, traces):
     out = tmp_path / "labelled.jsonl"
     refused = prmkit("label", "--method", "example_keywords", str(traces), str(out), "-k", "3", "--seed",

@@ -559,6 +559,7 @@ def _real(base_url: str, **kwargs: Any) -> OpenAICompatPolicy:
 
 
 @pytest.mark.server
+@pytest.mark.slow
 def test_real_chat_samples_with_counts(llama_server):
     policy = _real(llama_server, max_concurrency=4)
     requests = [req("What is 3 + 5? Answer briefly.", key="a"), req("Name a prime number.", key="b")]

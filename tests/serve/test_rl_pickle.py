@@ -47,6 +47,7 @@ def _in_spawned_child(*fns) -> list:
     return got
 
 
+@pytest.mark.slow
 def test_remote_and_local_reward_functions_pickle_and_score_in_a_spawned_child(tiny_rm, live_server, tmp_path):
     from prmkit.models import build_char_tokenizer
 
