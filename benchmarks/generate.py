@@ -327,15 +327,9 @@ def run_ortgenai(args: argparse.Namespace, precision: str) -> None:
         print(f"ONNX Runtime GenAI ({precision}): failed with code {code}: {err}", flush=True)
 
 
-def wilson(k: int, n: int) -> tuple[float, float]:
-    """prmkit.eval's 95% Wilson interval of k / n."""
-    from prmkit.eval import wilson_interval
-
-    return wilson_interval(k, n)
-
-
 def bench_quality(problems: int, n: int, backends: list[str]) -> None:
     from prmkit.data import answers_equal, extract_answer
+    from prmkit.eval import wilson_interval
 
     for name in backends:
         pol = make_policy(name, progress=False, batch_size=64)
@@ -345,7 +339,7 @@ def bench_quality(problems: int, n: int, backends: list[str]) -> None:
         right = sum(answers_equal(extract_answer(c.text), p.answer) for p, row in zip(probs, out, strict=True)
                     for c in row)
         total = problems * n
-        lo, hi = wilson(right, total)
+        lo, hi = wilson_interval(right, total)
         print(f"pass@1 {name}: {right}/{total} = {right / total:.1%} [{lo:.1%}, {hi:.1%}] "
               f"({tokens / seconds:.1f} tokens/s)", flush=True)
 

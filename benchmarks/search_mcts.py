@@ -31,19 +31,13 @@ import time
 import _record  # benchmarks/_record.py: notes the load average now; record() at the end
 
 from prmkit.envs import PromptBuilder
+from prmkit.eval import wilson_interval
 from prmkit.generate import load_problems
 from prmkit.policies import SamplingParams, load_policy
 from prmkit.scoring import load_scorer, trace_score
 from prmkit.search import beam_search, mcts
 from prmkit.search._common import ComputeMeter, finish_trace
 from prmkit.trace_queries import is_correct, problem_key
-
-
-def wilson(k: int, n: int) -> tuple[float, float]:
-    """prmkit.eval's 95% Wilson interval of k / n."""
-    from prmkit.eval import wilson_interval
-
-    return wilson_interval(k, n)
 
 
 def best_of_n(problem, policy, scorer, prompts, budget: int, args) -> tuple[bool | None, dict[str, int]]:
@@ -110,7 +104,7 @@ def main(argv: list[str] | None = None) -> None:
             scored += compute["scored_tokens"]
         secs = time.perf_counter() - t0
         k = max(1, len(problems))
-        lo, hi = wilson(right, judged)
+        lo, hi = wilson_interval(right, judged)
         rows[name] = {"right": right, "judged": judged, "accuracy": right / judged if judged else None,
                       "ci_low": lo, "ci_high": hi, "generated_per_problem": gen / k,
                       "scored_per_problem": scored / k, "seconds": secs}
