@@ -22,6 +22,7 @@ prefill dominates a few-shot prompt, so this is most of the sampling cost saved.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import os
@@ -143,8 +144,9 @@ def load_causal_lm(model: str | None = None, *, gguf_file: str | None = None,
         else:
             kwargs["gguf_file"] = gguf_file
     try:
-        tok = AutoTokenizer.from_pretrained(source, **kwargs)
-        lm = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype, **kwargs, **lm_kwargs)
+        with _parse_gguf_once() if "gguf_file" in kwargs else contextlib.nullcontext():
+            tok = AutoTokenizer.from_pretrained(source, **kwargs)
+            lm = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype, **kwargs, **lm_kwargs)
         if gguf_file and cache and "gguf_file" in kwargs:
             _save_cache(lm, tok, gguf_cache_dir(model, gguf_file))
     except ImportError as e:
@@ -158,6 +160,48 @@ def load_causal_lm(model: str | None = None, *, gguf_file: str | None = None,
         raise PrmkitError(f"cannot load model {model!r}: {e}{hint}") from None
     lm.to(device).eval()
     return lm, tok, model_id
+
+
+@contextlib.contextmanager
+def _parse_gguf_once():
+    """Within the block, transformers parses a GGUF file's header once, not three times.
+
+    Loading a GGUF model through transformers (5.x) builds a ``gguf.GGUFReader`` for the tokenizer,
+    again for the config and again for the weights (about 5 s each for SmolLM2's file on 2 cores), and
+    rebuilds ``gguf.get_tensor_name_map`` for every one of the model's ~270 submodules while mapping
+    tensor names (about 8 s). Both are pure functions of their arguments, so inside this block the
+    ``gguf`` module hands out one reader per path and one name map per ``(arch, layers)``; outside it
+    ``gguf`` is as it was. transformers imports both names from ``gguf`` at call time, which is what
+    makes the swap reach it; with a ``gguf`` that lacks them nothing is swapped.
+    """
+    try:
+        import gguf
+    except ImportError:
+        yield
+        return
+    reader_cls, name_map = getattr(gguf, "GGUFReader", None), getattr(gguf, "get_tensor_name_map", None)
+    if reader_cls is None or name_map is None:
+        yield
+        return
+    readers: dict[tuple[str, str], Any] = {}
+    maps: dict[tuple[Any, int], Any] = {}
+
+    def reader(path: Any, mode: str = "r") -> Any:
+        key = (os.path.abspath(os.fspath(path)), mode)
+        if key not in readers:
+            readers[key] = reader_cls(path, mode)
+        return readers[key]
+
+    def tensor_name_map(arch: Any, n_blocks: int) -> Any:
+        if (arch, n_blocks) not in maps:
+            maps[arch, n_blocks] = name_map(arch, n_blocks)
+        return maps[arch, n_blocks]
+
+    gguf.GGUFReader, gguf.get_tensor_name_map = reader, tensor_name_map
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = reader_cls, name_map
 
 
 def _save_cache(lm: Any, tok: Any, path: Path) -> None:
