@@ -71,6 +71,9 @@ def label(
     window: Annotated[int, typer.Option(help="Traces in progress at once.")] = 64,
     report_json: Annotated[Path | None, typer.Option(
         "--report", help="Also write the run report as JSON here.")] = None,
+    tree_out: Annotated[Path | None, typer.Option(
+        help="omegaprm: also write each problem's rollout tree here as MATH-APS records (JSONL).")
+    ] = None,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
     overwrite: OverwriteOpt = False,
 ) -> None:
@@ -86,12 +89,15 @@ def label(
     does not take is refused, naming it (-m symbolic -k 8 is an error, not a run without -k).
     """
     from prmkit.data import ImportReport
-    from prmkit.labelers import build_labeler, label_file
+    from prmkit.labelers import build_labeler, label_file, write_omegaprm_tree
 
     # An interrupted run has no OUT yet (it writes a temporary file beside OUT and renames it at the end), so a
     # resume is never refused; an existing OUT is a finished run.
     output_file(out, overwrite)
     output_file(report_json, overwrite)
+    output_file(tree_out, overwrite)
+    if tree_out is not None and method != "omegaprm":
+        raise typer.BadParameter(f"--tree-out is for --method omegaprm, not {method}")
     options = {"policy": policy, "policy_args": parse_options(policy_arg), "judge_policy": judge_policy,
                "judge_args": parse_options(judge_arg), "k": k, "max_rollouts": max_rollouts,
                "after_error": after_error, "retries": retries, "max_new_tokens": max_new_tokens,
@@ -105,6 +111,11 @@ def label(
                             skip_invalid=skip_invalid, progress=not no_progress, window=window,
                             import_report=imported)
     console.print(f"{out}: {report.summary()}", highlight=False, soft_wrap=True)
+    if tree_out is not None:
+        records, left_out = write_omegaprm_tree(out, tree_out)
+        console.print(f"{tree_out}: {records} MATH-APS records (the rollout trees)"
+                      + (f"; {len(left_out)} unlabelled traces left out" if left_out else ""),
+                      highlight=False, soft_wrap=True)
     if imported.skipped:
         console.print(f"{len(imported.skipped)} malformed input records skipped (not in {out})",
                       highlight=False, soft_wrap=True)

@@ -6,6 +6,8 @@ cost (tokens, seconds) and time — and a ``label`` entry to each trace's proven
 
 - ``mc``: Math-Shepherd Monte Carlo, ``mc_hard`` and ``mc_soft`` from ``k`` rollouts per prefix;
 - ``binary``: OmegaPRM-style binary search for the first error, with a hard rollout budget;
+- ``omegaprm``: that search inside a tree that shares rollouts between a trace's prefixes, soft
+  labels per prefix, the tree as MATH-APS records (:func:`write_omegaprm_tree`);
 - ``advantage``: Setlur et al.'s progress, ``Q(prefix + step) - Q(prefix)`` under a prover;
 - ``judge``: an LLM judge with a strict output parser and retries (never a guessed verdict);
 - ``consensus``: only the steps where ``mc_hard`` and the judge agree;
@@ -53,6 +55,7 @@ from prmkit.labelers._executors import (
 )
 from prmkit.labelers._judge import JUDGE_SYSTEM, JudgeLabeler, JudgeParseError, parse_verdicts
 from prmkit.labelers._mc import MC_SOURCES, MCLabeler
+from prmkit.labelers._omegaprm import OmegaPRMLabeler, omegaprm_records, write_omegaprm_tree
 from prmkit.labelers._plan import (
     JUDGE_PREFIX,
     LabelReport,
@@ -75,6 +78,7 @@ __all__ = [
     "Need", "Rollout", "Plan", "PlanResult", "setup_rollouts", "JUDGE_PREFIX", "prefix_text", "rollout_key",
     "terminal_success", "rollout_messages", "label_stream", "label_file", "default_store_path",
     "MCLabeler", "MC_SOURCES", "BinarySearchLabeler", "AFTER_ERROR", "max_search_rounds",
+    "OmegaPRMLabeler", "omegaprm_records", "write_omegaprm_tree",
     "AdvantageLabeler", "JudgeLabeler", "JudgeParseError", "parse_verdicts", "JUDGE_SYSTEM",
     "ConsensusLabeler", "SymbolicLabeler", "LabelStore", "StoreMismatchError",
     "PolicySpec", "PolicyInfo", "InlineExecutor", "ProcessExecutor", "RayExecutor", "make_executor",

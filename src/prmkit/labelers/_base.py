@@ -169,6 +169,7 @@ class RolloutLabeler(ABC):
 LABELERS = Registry("labeler", {
     "mc": "prmkit.labelers._mc:MCLabeler",
     "binary": "prmkit.labelers._binary:BinarySearchLabeler",
+    "omegaprm": "prmkit.labelers._omegaprm:OmegaPRMLabeler",
     "advantage": "prmkit.labelers._advantage:AdvantageLabeler",
     "judge": "prmkit.labelers._judge:JudgeLabeler",
     "consensus": "prmkit.labelers._consensus:ConsensusLabeler",
