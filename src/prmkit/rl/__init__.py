@@ -7,13 +7,20 @@
   tokens (the token covering each step's last character), for any pair of policy and PRM tokenizers.
 - ``prmkit/rl/_verl.py``: a verl custom reward function (``compute_score``) over a PRM served by
   ``prmkit serve`` (point verl's ``custom_reward_function.path`` at the file).
+- :func:`rl_train` (``prmkit rl``): GRPO / RLOO of a LoRA policy on ``arith`` against any weighted mix
+  of outcome, PRM, dense PRM, PAV and symbolic-oracle step rewards (:class:`RLConfig`).
 
 The same scorer object serves evaluation (``prmkit score`` / ``select`` / ``search``) and rewards, so
 offline metrics and RL signals cannot drift apart.
 """
 
+from prmkit.rl._advantages import BASELINES, clipped_token_loss, dense_advantages, group_advantages
+from prmkit.rl._config import REWARD_COMPONENTS, RLConfig, load_rl_config
 from prmkit.rl._dense import DenseRewards, DenseStepReward, place_step_rewards, token_char_ends
+from prmkit.rl._grpo import RLResult, rl_train
 from prmkit.rl._rewards import TRUNCATION, PRMReward, completion_text, prompt_text
 
 __all__ = ["PRMReward", "completion_text", "prompt_text", "TRUNCATION",
-           "DenseRewards", "DenseStepReward", "place_step_rewards", "token_char_ends"]
+           "DenseRewards", "DenseStepReward", "place_step_rewards", "token_char_ends",
+           "RLConfig", "load_rl_config", "REWARD_COMPONENTS", "rl_train", "RLResult", "BASELINES",
+           "group_advantages", "dense_advantages", "clipped_token_loss"]
