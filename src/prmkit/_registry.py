@@ -48,6 +48,7 @@ ENTRY_POINT_GROUPS = {
     "prmkit.organisms": "prmkit.envs.ORGANISMS",
     "prmkit.selectors": "prmkit.search.SELECTORS",
     "prmkit.searches": "prmkit.search.SEARCHES",
+    "prmkit.queue_strategies": "prmkit.annotate.STRATEGIES",
 }
 
 

@@ -19,6 +19,7 @@ from typing import Annotated, Any
 
 import typer
 
+from prmkit.cli._annotate import app as annotate_app
 from prmkit.cli._cache import app as cache_app
 from prmkit.cli._data import app as data_app
 from prmkit.cli._demo import demo as demo_cmd
@@ -59,6 +60,7 @@ app.add_typer(cache_app, name="cache")
 app.add_typer(agent_app, name="agent")
 app.command(name="monitor")(monitor_cmd)
 app.command(name="serve")(serve_cmd)
+app.add_typer(annotate_app, name="annotate")
 
 
 def _print_version(value: bool) -> None:

@@ -42,6 +42,8 @@ from prmkit.eval._stats import (
     auroc,
     average_ranks,
     bootstrap_summary,
+    cohen_kappa,
+    fleiss_kappa,
     nested_resamples,
     pearson,
     percentile_interval,
@@ -89,6 +91,7 @@ from prmkit.eval.probes import (
 
 __all__ = [
     "auroc", "average_ranks", "pearson", "spearman", "slope", "percentile_interval", "wilson_interval", "bootstrap_summary",
+    "cohen_kappa", "fleiss_kappa",
     "stratified_resamples", "nested_resamples", "first_error_accuracy", "first_error_index", "pass_at_k", "pass_at_k_traces",
     "evaluate_processbench", "ProcessBenchResult", "predict_first_error", "processbench_split",
     "threshold_sweep",

@@ -222,3 +222,56 @@ def nested_resamples(sizes: Sequence[int], n: int, seed: int = 0, *, chunk: int 
         keys = rng.random((units.shape[0], n_units, width))
         keys[cols[None, None, :] >= sizes[units][..., None]] = np.inf   # padding sorts last
         yield start, units, np.argsort(keys, axis=-1)
+
+
+# -- agreement between raters (issue 50: double-labelled human step labels) ---------------------------
+
+__all__ += ["cohen_kappa", "fleiss_kappa"]
+
+
+def cohen_kappa(a: Sequence[Any], b: Sequence[Any]) -> float | None:
+    """Cohen's kappa of two raters who labelled the same items: ``(p_o - p_e) / (1 - p_e)``, the
+    observed agreement ``p_o`` against the agreement ``p_e`` expected from each rater's own label
+    frequencies. None for no items, or when chance agreement is certain (``p_e == 1``: both raters gave
+    one and the same label to everything, so kappa is undefined).
+
+    >>> cohen_kappa([1, 1, -1, -1], [1, -1, -1, -1])   # p_o = 3/4, p_e = 1/2
+    0.5
+    >>> cohen_kappa([1, 1], [1, 1]) is None
+    True
+    """
+    if len(a) != len(b):
+        raise ValueError(f"cohen_kappa: {len(a)} labels against {len(b)}")
+    n = len(a)
+    if n == 0:
+        return None
+    p_o = sum(x == y for x, y in zip(a, b, strict=True)) / n
+    p_e = sum((list(a).count(c) / n) * (list(b).count(c) / n) for c in set(a) | set(b))
+    if p_e >= 1.0:
+        return None
+    return (p_o - p_e) / (1.0 - p_e)
+
+
+def fleiss_kappa(counts: Sequence[Sequence[int]]) -> float | None:
+    """Fleiss' kappa of items each rated by the same number of raters ``n >= 2``: ``counts[i][j]`` is
+    how many raters put item ``i`` in category ``j``. ``(P - P_e) / (1 - P_e)`` with ``P`` the mean
+    per-item agreement ``(sum_j c_ij^2 - n) / (n (n - 1))`` and ``P_e = sum_j p_j^2`` over the
+    category shares ``p_j``. None for no items or when ``P_e == 1`` (one category only).
+
+    >>> fleiss_kappa([[2, 0], [0, 2], [1, 1], [0, 2]])   # P = 3/4, p = (3/8, 5/8), P_e = 17/32
+    0.4666666666666667
+    """
+    rows = [list(r) for r in counts]
+    if not rows:
+        return None
+    n = sum(rows[0])
+    width = len(rows[0])
+    if n < 2 or any(sum(r) != n or len(r) != width or min(r) < 0 for r in rows):
+        raise ValueError("fleiss_kappa: every item needs the same number (>= 2) of ratings over the same "
+                         "categories")
+    total = n * len(rows)
+    p_bar = sum((sum(c * c for c in r) - n) / (n * (n - 1)) for r in rows) / len(rows)
+    p_e = sum((sum(r[j] for r in rows) / total) ** 2 for j in range(width))
+    if p_e >= 1.0:
+        return None
+    return (p_bar - p_e) / (1.0 - p_e)
