@@ -39,6 +39,7 @@ ENTRY_POINT_GROUPS = {
     "prmkit.conventions": "prmkit.models.CONVENTIONS",
     "prmkit.probes": "prmkit.eval.PROBES",
     "prmkit.perturbations": "prmkit.eval.PERTURBATIONS",
+    "prmkit.eval_tasks": "prmkit.eval.EVAL_TASKS",
     "prmkit.formats": "prmkit.data.FORMATS",
     "prmkit.scorers": "prmkit.scoring.SCORERS",
     "prmkit.aggregators": "prmkit.scoring.AGGREGATORS",

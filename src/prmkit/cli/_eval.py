@@ -1,8 +1,10 @@
-"""``prmkit eval processbench | prmbench | bon | probes`` and ``prmkit report``.
+"""``prmkit eval run | processbench | prmbench | bon | probes | monitor | refusals`` and ``prmkit report``.
 
-Each ``eval`` command prints its numbers and, with ``--json FILE``, writes them as one report section
-(``{"processbench": {...}}`` …); ``prmkit report`` merges such files into the Markdown / HTML / JSON
-report with the process-supervision card.
+Each benchmark is a registered evaluation task (``prmkit.eval.EVAL_TASKS``): ``prmkit eval run TASK...``
+runs any set of them into one results file, and each per-benchmark command runs its one task, prints
+its numbers and, with ``--json FILE``, writes them as its report section(s) (``{"processbench": {...}}``
+…); ``prmkit report`` merges such files into the Markdown / HTML / JSON report with the
+process-supervision card.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from prmkit.cli._help import check_probes, probe_help
 from prmkit.cli._options import (
@@ -50,6 +53,18 @@ def _echo(lines: list[str]) -> None:
         console.print(line, highlight=False, soft_wrap=True)
 
 
+def _warn(line: str) -> None:
+    console.print(f"[yellow]{escape(line)}[/]", highlight=False, soft_wrap=True)
+
+
+def _task(name: str, data: list[Path] | Path, options: dict[str, Any], scorer: Any = None) -> Any:
+    """Run the registered task ``name`` (what ``prmkit eval run`` runs too), printing as it goes."""
+    from prmkit.eval import run_eval_task
+
+    return run_eval_task(name, data if isinstance(data, list) else [data], options=options, scorer=scorer,
+                         echo=_echo, warn=_warn).sections
+
+
 def _save(section: str, data: dict[str, Any], path: Path | None) -> None:
     from prmkit.eval import save_section
 
@@ -63,12 +78,6 @@ def _prm(model: Path | None, scorer: str, scorer_arg: list[str] | None, batch_si
     if model is None and scorer == "model":
         return None
     return load_scorer_opts(model, scorer, scorer_arg, batch_size, allow_pickle)
-
-
-def _unscored(skipped: list[tuple[str, str]]) -> None:
-    if skipped:
-        console.print(f"[yellow]{len(skipped)} traces could not be scored[/] (first: "
-                      f"{skipped[0][0]}: {skipped[0][1]})", highlight=False, soft_wrap=True)
 
 
 @app.command("processbench")
@@ -100,16 +109,12 @@ def processbench(
 
     Example: prmkit eval processbench ../shared/data/processbench/gsm8k.json --model runs/demo/prm --json pb.json
     """
-    from prmkit.eval import processbench_files
-
     output_file(json_out, overwrite)
     prm = _prm(model, scorer, scorer_arg, batch_size, allow_pickle)
-    result, skipped = processbench_files(files, prm, key=key,
-                                         threshold=threshold, tune_on=tune_on, cross_split=cross_split,
-                                         limit=limit)
-    _unscored(skipped)
-    _echo(result.lines(by_generator=by_generator))
-    _save("processbench", result.to_dict(), json_out)
+    sections = _task("processbench", files, {"key": key, "threshold": threshold, "tune_on": tune_on,
+                                             "cross_split": cross_split, "limit": limit,
+                                             "by_generator": by_generator}, prm)
+    _save("", sections.to_dict(), json_out)
 
 
 @app.command("prmbench")
@@ -137,15 +142,11 @@ def prmbench(
 
     Example: prmkit eval prmbench ../shared/data/prmbench/prm800k_test_p1_4o_*.jsonl --model runs/demo/prm
     """
-    from prmkit.eval import prmbench_files
-
     output_file(json_out, overwrite)
     prm = _prm(model, scorer, scorer_arg, batch_size, allow_pickle)
-    result, skipped = prmbench_files(files, prm, key=key, threshold=threshold, out_of_range=out_of_range,
-                                     limit=limit, originals=originals)
-    _unscored(skipped)
-    _echo(result.lines())
-    _save("prmbench", result.to_dict(), json_out)
+    sections = _task("prmbench", files, {"key": key, "threshold": threshold, "out_of_range": out_of_range,
+                                         "limit": limit, "originals": originals}, prm)
+    _save("", sections.to_dict(), json_out)
 
 
 @app.command("bon")
@@ -167,17 +168,10 @@ def bon(
 
     Example: prmkit eval bon scored.jsonl --json bon.json
     """
-    from prmkit.eval import bon_file
-
     output_file(json_out, overwrite)
-    result, sections = bon_file(inp, prm_key=prm_key, orm_key=orm_key, label_source=label_source,
-                        threshold=threshold, bootstrap=bootstrap, seed=seed)
-    _echo(result.curves.lines())
-    for name in ("step_metrics", "summary"):
-        if name in sections:
-            _echo(sections[name].lines())
-    if json_out is not None:
-        _save("", sections.to_dict(), json_out)
+    sections = _task("bon", inp, {"prm_key": prm_key, "orm_key": orm_key, "label_source": label_source,
+                                  "threshold": threshold, "bootstrap": bootstrap, "seed": seed})
+    _save("", sections.to_dict(), json_out)
 
 
 @app.command("probes")
@@ -209,17 +203,13 @@ def probes(
 
     Example: prmkit eval probes runs/demo/heldout.jsonl --model runs/demo/prm --transfer-gsm8k ../shared/data/gsm8k/test.jsonl --json probes.json
     """
-    from prmkit.eval import probes_file
-
     output_file(json_out, overwrite)
     sc = _prm(model, scorer, scorer_arg, batch_size, allow_pickle)
-    res, skipped = probes_file(inp, sc, label_source=label_source, transfer=transfer or [],
-                               transfer_gsm8k=transfer_gsm8k, transfer_limit=transfer_limit,
-                               gaming_traces=gaming_traces, aggregate=aggregate, seed=seed,
-                               probes=only or None)
-    _unscored(skipped)
-    _echo(res.lines())
-    _save("probes", res.to_dict(), json_out)
+    sections = _task("probes", inp, {"label_source": label_source, "transfer": transfer,
+                                     "transfer_gsm8k": transfer_gsm8k, "transfer_limit": transfer_limit,
+                                     "gaming_traces": gaming_traces, "aggregate": aggregate, "seed": seed,
+                                     "probe": only}, sc)
+    _save("", sections.to_dict(), json_out)
 
 
 def report(
@@ -277,13 +267,10 @@ def monitor_eval(
     On the files of prmkit agent run (the README runs this line after making them):
     prmkit eval monitor agent.jsonl --control agent-off.jsonl -m rule -m prm:runs/agent-prm
     """
-    from prmkit.monitor import VIEWS, load_monitors, monitorability_file
-
     output_file(json_out, overwrite)
-    result = monitorability_file(inp, load_monitors(monitor_spec or [], monitor_arg), control=control,
-                                 views=view or tuple(VIEWS), bootstrap=bootstrap, seed=seed)
-    _echo(result.lines())
-    _save("monitorability", result.to_dict(), json_out)
+    sections = _task("monitor", inp, {"monitor": monitor_spec, "monitor_arg": monitor_arg, "control": control,
+                                      "view": view, "bootstrap": bootstrap, "seed": seed})
+    _save("", sections.to_dict(), json_out)
 
 
 @app.command("refusals")
@@ -305,12 +292,76 @@ def refusals(
     On the file of prmkit agent spec (the README runs this line after making it):
     prmkit eval refusals spec.jsonl --model runs/spec-prm --orm runs/spec-orm
     """
-    from prmkit.eval import refusal_eval_file
     from prmkit.scoring import load_scorer
 
     output_file(json_out, overwrite)
-    scorers = {name: load_scorer("model", path, {"cache": False}) for name, path in (("prm", model), ("orm", orm))
-               if path is not None}
-    result = refusal_eval_file(inp, scorers, bootstrap=bootstrap, seed=seed)
-    _echo(result.lines())
-    _save("refusals", result.to_dict(), json_out)
+    prm = load_scorer("model", model, {"cache": False}) if model is not None else None
+    sections = _task("refusals", inp, {"orm": orm, "bootstrap": bootstrap, "seed": seed}, prm)
+    _save("", sections.to_dict(), json_out)
+
+
+def _task_names_help() -> str:
+    from prmkit.cli._help import names
+    from prmkit.eval import EVAL_TASKS
+
+    return (f"Evaluation tasks to run, in order: {names(EVAL_TASKS)} (and any --tasks-from adds). "
+            "--list describes them.")
+
+
+@app.command("run")
+def run_tasks(
+    tasks: Annotated[list[str] | None, typer.Argument(metavar="TASK...", help=_task_names_help(),
+                                                      show_default=False)] = None,
+    model: ModelOpt = None,
+    scorer: ScorerOpt = "model",
+    scorer_arg: ScorerArgOpt = None,
+    data: Annotated[list[str] | None, typer.Option(
+        "--data", help="TASK=PATH: a data file of a task (repeatable; a task given none reads its default "
+                       "data, if it has one: --list says).")] = None,
+    task_arg: Annotated[list[str] | None, typer.Option(
+        "--task-arg", "-T", help="A task's option TASK.KEY=VALUE (KEY=VALUE: every task run that takes "
+                                 "KEY), e.g. -T bon.bootstrap=200. Repeatable; --list shows each task's.")] = None,
+    tasks_from: Annotated[list[Path] | None, typer.Option(
+        "--tasks-from", help="A Python file that registers tasks (prmkit.eval.register_eval_task); it runs "
+                             "as code, so only a file you trust. Repeatable.", callback=input_files)] = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="Write every task's sections, with a meta section, to this one results file "
+                            "(render it with prmkit report).")] = None,
+    list_tasks: Annotated[bool, typer.Option(
+        "--list", help="Describe the registered tasks (or the TASKs given): data source, metric, report "
+                       "sections, options.")] = False,
+    batch_size: BatchOpt = 8,
+    allow_pickle: AllowPickleOpt = False,
+    overwrite: OverwriteOpt = False,
+) -> None:
+    """Run evaluation tasks (ProcessBench, PRMBench, best-of-N, probes, monitorability, refusals, or
+    your own) into one results file that prmkit report renders; the PRM is loaded once, when the first
+    task that scores asks for it.
+
+    Example: prmkit eval run bon probes --model runs/demo/prm --data bon=runs/demo/heldout.jsonl --data probes=runs/demo/heldout.jsonl -T bootstrap=100 -T probes.gaming_traces=8 -o results.json
+    """
+    from prmkit.eval import (
+        EVAL_TASKS,
+        describe_eval_task,
+        eval_tasks_file,
+        get_eval_task,
+        load_task_file,
+        parse_data_args,
+        parse_task_args,
+    )
+
+    output_file(out, overwrite)
+    for path in tasks_from or []:
+        load_task_file(path)
+    if list_tasks:
+        for name in tasks or list(EVAL_TASKS):
+            _echo(describe_eval_task(get_eval_task(name)))
+        return
+    names = list(tasks or [])
+    _, runs = eval_tasks_file(names, out, data=parse_data_args(data or []),
+                              options=parse_task_args(task_arg or [], names),
+                              scorer=lambda: _prm(model, scorer, scorer_arg, batch_size, allow_pickle),
+                              model=model, echo=_echo, warn=_warn)
+    if out is not None:
+        console.print(f"wrote {out} (sections: {', '.join(s for r in runs for s in r.sections)}, meta)",
+                      highlight=False, soft_wrap=True)

@@ -195,3 +195,28 @@ __all__ += ["SECTION_NAMES", "BenchSplit", "BonLiveSection", "BonSection", "Chec
             "InterventionEffect", "OtherSection", "OutOfRange", "PRMBenchClass", "PRMBenchSection",
             "ProbeOutcome", "ProbesSection", "ProcessBenchSection", "Rival", "ScoreBin", "ScorerSteps",
             "StepMetricsSection", "SummarySection", "ThresholdSweep", "as_results", "section_from_dict"]
+
+# Evaluation tasks as a registry: what ``prmkit eval run TASK...`` runs (a benchmark of one's own:
+# register_eval_task, or the entry-point group prmkit.eval_tasks).
+from prmkit.eval._tasks import (  # noqa: E402
+    EVAL_TASKS,
+    DataSource,
+    EvalTask,
+    TaskContext,
+    TaskOption,
+    TaskRun,
+    describe_eval_task,
+    eval_tasks_file,
+    get_eval_task,
+    load_task_file,
+    parse_data_args,
+    parse_task_args,
+    register_eval_task,
+    run_eval_task,
+    run_eval_tasks,
+    shared_data_dir,
+)
+
+__all__ += ["EVAL_TASKS", "EvalTask", "DataSource", "TaskOption", "TaskContext", "TaskRun", "register_eval_task",
+            "get_eval_task", "run_eval_task", "run_eval_tasks", "eval_tasks_file", "load_task_file",
+            "describe_eval_task", "parse_data_args", "parse_task_args", "shared_data_dir"]
