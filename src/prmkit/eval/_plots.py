@@ -34,10 +34,12 @@ from prmkit.eval._results import (
     StepMetricsSection,
     ThresholdSweep,
 )
+from prmkit.eval._tts_section import tts_curves
+from prmkit.search import TtsResult
 
 __all__ = [
     "PNG_SIGNATURE", "plot_bon", "bon_line_styles", "plot_reliability", "plot_length_bias", "plot_threshold_sweep",
-    "plot_prmbench", "plot_gaming",
+    "plot_prmbench", "plot_gaming", "plot_tts",
 ]
 
 #: The eight bytes every PNG file starts with.
@@ -345,5 +347,54 @@ def plot_gaming(probes: Mapping[str, Any] | None) -> bytes | None:
     ax.set_title("Gaming probe: scores raised by perturbations that should not help", fontsize=11)
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=8, title="aggregate")
+    fig.tight_layout()
+    return _png(fig)
+
+
+_MARKERS = ("o", "s", "^", "D", "v", "P")
+
+
+def plot_tts(tts: TtsResult | Mapping[str, Any] | None) -> bytes | None:
+    """Test-time compute (``prmkit tts``): accuracy against tokens generated per problem (log2 axis),
+    one panel per verifier (majority vote, which uses none, drawn in each), one colour per method and
+    one marker per aggregator; each point a budget N with its 95% Wilson interval as an error bar.
+    ``None`` when no cell has a judged problem."""
+    tts = _section(TtsResult, tts)
+    if tts is None:
+        return None
+    curves = [c for c in tts_curves(tts) if any(p.acc is not None and p.generated for p in c.points)]
+    if not curves:
+        return None
+    verifiers = list(dict.fromkeys(c.verifier for c in curves if c.verifier is not None)) or [None]
+    methods = list(dict.fromkeys(c.method for c in curves))
+    aggregates = list(dict.fromkeys(c.aggregate for c in curves if c.aggregate is not None))
+    fig = _figure(5.2 * len(verifiers) + 1.8, 4.2)
+    axes = [fig.add_subplot(1, len(verifiers), i + 1) for i in range(len(verifiers))]
+    for ax, verifier in zip(axes, verifiers, strict=True):
+        for c in curves:
+            if c.verifier not in (verifier, None):
+                continue
+            pts = [p for p in c.points if p.acc is not None and p.generated]
+            xs = [p.generated for p in pts]
+            ys = [100 * p.acc for p in pts]  # type: ignore[operator]
+            err = [[100 * (p.acc - p.lo) for p in pts], [100 * (p.hi - p.acc) for p in pts]]  # type: ignore[operator]
+            color = _COLORS[methods.index(c.method) % len(_COLORS)]
+            marker = _MARKERS[aggregates.index(c.aggregate) % len(_MARKERS)] if c.aggregate else "x"
+            label = c.method if c.aggregate is None else f"{c.method} ({c.aggregate})"
+            ax.errorbar(xs, ys, yerr=err, color=color, marker=marker, markersize=4, linewidth=1.4,
+                        capsize=2, elinewidth=0.8, alpha=0.9, label=label,
+                        linestyle="--" if c.verifier is None else "-")
+            for p, x, y in zip(pts, xs, ys, strict=True):
+                ax.annotate(f"{p.n}", (x, y), fontsize=6, xytext=(2, 2), textcoords="offset points",
+                            color=color)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("tokens generated per problem")
+        ax.set_ylabel("accuracy (%)")
+        ax.set_ylim(-2, 102)
+        ax.set_title(f"verifier: {verifier}" if verifier else "no verifier", fontsize=10)
+        ax.grid(True, alpha=0.3)
+    axes[-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    fig.suptitle(f"Accuracy against compute ({tts.problems} problems; 95% Wilson intervals; "
+                 "point labels: N)", fontsize=10)
     fig.tight_layout()
     return _png(fig)

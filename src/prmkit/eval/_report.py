@@ -69,6 +69,8 @@ from prmkit.eval._results import (
     ThresholdSweep,
     as_results,
 )
+from prmkit.eval._tts_section import render_tts
+from prmkit.search import TtsResult
 
 __all__ = [
     "SECTION_ORDER", "ReportDoc", "write_report", "render_markdown", "render_html", "render_figures",
@@ -76,8 +78,8 @@ __all__ = [
 ]
 
 #: Known sections in the order the report shows them (unknown ones go before ``meta``).
-SECTION_ORDER: tuple[str, ...] = ("summary", "card", "bon", "checked", "bon_live", "step_metrics", "probes",
-                                  "processbench", "prmbench", "labels", "meta")
+SECTION_ORDER: tuple[str, ...] = ("summary", "card", "bon", "checked", "bon_live", "tts", "step_metrics",
+                                  "probes", "processbench", "prmbench", "labels", "meta")
 
 _DEFAULT_TITLE = "prmkit evaluation report"
 _NONE_NOTE = "— marks a number that could not be computed"
@@ -652,6 +654,7 @@ _SECTIONS: dict[str, tuple[str, Callable[[ReportDoc, Any, set[str]], None]]] = {
     "checked": ("Best-of-N with a calculator check", _checked),
     # The demo's second pair (trained in the run) on the same held-out traces; the figure is the verdict's.
     "bon_live": ("Best-of-N of the pair trained in this run", lambda doc, b, figs: _bon(doc, b, set())),
+    "tts": ("Test-time compute: accuracy against compute", render_tts),
     "step_metrics": ("Step metrics", _step_metrics),
     "probes": ("Probes", _probes),
     "processbench": ("ProcessBench", _processbench),
@@ -714,6 +717,7 @@ def render_figures(results: EvalResults | Mapping[str, Any]) -> dict[str, bytes]
             out.update({k: png for k, png in figures(p.numbers).items() if png is not None})
     _draw(out, "processbench_sweep", _plots.plot_threshold_sweep, results.processbench, ProcessBenchSection)
     _draw(out, "prmbench", _plots.plot_prmbench, results.prmbench, PRMBenchSection)
+    _draw(out, "tts", _plots.plot_tts, results.get("tts"), TtsResult)
     return out
 
 
@@ -882,6 +886,7 @@ _SCHEMA: dict[str, dict[str, Any]] = {
     "labels": {"sources": _STRS, "pairs": _LIST, "traces": _INT, "first_error_agreement": _NUM,
                "first_error_traces": _INT},
     "monitorability": {},
+    "tts": {"problems": _INT, "budgets": _INTS, "verifiers": _MAP, "cells": _LIST},
 }
 #: Sections that may be something other than an object (the summary: a verdict line; the card: empty).
 _NOT_ONLY_MAPS = {"summary": (str,), "card": (type(None),)}

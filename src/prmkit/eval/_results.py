@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 
 from prmkit._result import Record, Result, record_field, register_result, result_class
 from prmkit.errors import FormatError, PrmkitError
+from prmkit.search import TtsResult  # section "tts" (prmkit tts), registered where it is defined
 
 __all__ = [
     "EvalResults", "OtherSection", "SummarySection", "Headline", "Rival", "BonSection", "BonLiveSection",
@@ -551,7 +552,7 @@ class OtherSection:
 
 #: The report's sections that have a class (registered under the section's name as its kind).
 SECTION_NAMES = ("summary", "card", "bon", "checked", "bon_live", "step_metrics", "probes", "processbench",
-                 "prmbench", "labels", "refusals", "monitorability", "meta")
+                 "prmbench", "labels", "refusals", "monitorability", "meta", TtsResult.kind)
 
 
 def section_from_dict(name: str, value: Any) -> Any:

@@ -8,6 +8,8 @@
 - Verifier-guided generation: :func:`reject`, :func:`rerank`, :func:`revise`.
 - :func:`select_file` / :func:`search_file`: the ``prmkit select`` and ``prmkit search`` stages,
   file-level.
+- Test-time-compute recipes (``prmkit tts``): :func:`load_recipe` / :class:`Recipe`, :func:`run_recipe`
+  and :func:`tts_file`, whose results file holds a :class:`TtsResult`.
 
 Scorers by name (:data:`SCORERS`, ``model`` and ``scripted``) and :class:`ScriptedScorer` live in
 :mod:`prmkit.scoring` (re-exported here, as is :func:`trace_score`); queries about the record
@@ -54,6 +56,18 @@ from prmkit.search._select import (
     select_problems,
     weighted_best_of_n,
 )
+from prmkit.search._tts import (
+    TTS_METHODS,
+    Recipe,
+    TtsCell,
+    TtsResult,
+    Verifier,
+    find_recipe,
+    load_recipe,
+    run_recipe,
+    shipped_recipes,
+    tts_file,
+)
 
 __all__ = [
     "ComputeMeter", "trace_score", "select_file", "SelectFileReport", "search_file", "SearchFileReport",
@@ -65,4 +79,6 @@ __all__ = [
     "puct",
     "Attempt", "GuidedResult", "reject", "rerank", "revise",
     "ScriptedScorer", "SCORERS", "get_scorer", "register_scorer", "model_scorer",
+    "Recipe", "Verifier", "TtsCell", "TtsResult", "TTS_METHODS", "load_recipe", "find_recipe",
+    "shipped_recipes", "run_recipe", "tts_file",
 ]
