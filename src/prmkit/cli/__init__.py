@@ -35,6 +35,7 @@ from prmkit.cli._score import search as search_cmd
 from prmkit.cli._score import select as select_cmd
 from prmkit.cli._serve import serve as serve_cmd
 from prmkit.cli._train import app as train_app
+from prmkit.cli._tts import tts as tts_cmd
 
 __all__ = ["app", "main"]
 
@@ -53,6 +54,7 @@ app.command(name="label")(label_cmd)
 app.command(name="score")(score_cmd)
 app.command(name="select")(select_cmd)
 app.command(name="search")(search_cmd)
+app.command(name="tts")(tts_cmd)
 app.add_typer(train_app, name="train")
 app.add_typer(eval_app, name="eval")
 app.command(name="report")(report_cmd)
