@@ -12,6 +12,7 @@ import pytest
 import prmkit._registry as registry_module
 from prmkit._registry import ENTRY_POINT_GROUPS
 from prmkit.envs import ORGANISMS, get_agent
+from prmkit.eval import EVAL_TASKS
 from prmkit.monitor import MONITORS, load_monitor
 from prmkit.search import SEARCHES, SELECTORS, search, select
 from prmkit.trace import Problem, Step, Trace
@@ -72,7 +73,8 @@ def plugin(monkeypatch, tmp_path):
     return install
 
 
-@pytest.mark.parametrize("registry, group", [(MONITORS, "prmkit.monitors"), (ORGANISMS, "prmkit.organisms"),
+@pytest.mark.parametrize("registry, group", [(EVAL_TASKS, "prmkit.eval_tasks"),
+                                             (MONITORS, "prmkit.monitors"), (ORGANISMS, "prmkit.organisms"),
                                              (SELECTORS, "prmkit.selectors"), (SEARCHES, "prmkit.searches")])
 def test_each_registry_reads_its_group(registry, group):
     assert registry.group == group

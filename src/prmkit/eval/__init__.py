@@ -197,7 +197,9 @@ __all__ += ["SECTION_NAMES", "BenchSplit", "BonLiveSection", "BonSection", "Chec
             "StepMetricsSection", "SummarySection", "ThresholdSweep", "as_results", "section_from_dict"]
 
 # Evaluation tasks as a registry: what ``prmkit eval run TASK...`` runs (a benchmark of one's own:
-# register_eval_task, or the entry-point group prmkit.eval_tasks).
+# register_eval_task, or the entry-point group prmkit.eval_tasks). A task returns a Result; a Record
+# dataclass is the short way to write one.
+from prmkit._result import Record, Result  # noqa: E402
 from prmkit.eval._tasks import (  # noqa: E402
     EVAL_TASKS,
     DataSource,
@@ -219,4 +221,4 @@ from prmkit.eval._tasks import (  # noqa: E402
 
 __all__ += ["EVAL_TASKS", "EvalTask", "DataSource", "TaskOption", "TaskContext", "TaskRun", "register_eval_task",
             "get_eval_task", "run_eval_task", "run_eval_tasks", "eval_tasks_file", "load_task_file",
-            "describe_eval_task", "parse_data_args", "parse_task_args", "shared_data_dir"]
+            "describe_eval_task", "parse_data_args", "parse_task_args", "shared_data_dir", "Record", "Result"]
