@@ -11,6 +11,7 @@ import pytest
 
 import prmkit._registry as registry_module
 from prmkit._registry import ENTRY_POINT_GROUPS
+from prmkit.annotate import STRATEGIES, build_queue
 from prmkit.envs import ORGANISMS, get_agent
 from prmkit.eval import EVAL_TASKS
 from prmkit.monitor import MONITORS, load_monitor
@@ -50,6 +51,10 @@ def last(traces, scores, groups):
 
 def echo(problem, policy, scorer, prompts=None, *, width=1):
     return ("echo", problem.text, width)
+
+
+def longest(traces, **options):
+    return [len(t.steps) for t in traces]
 '''
 
 
@@ -75,7 +80,8 @@ def plugin(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("registry, group", [(EVAL_TASKS, "prmkit.eval_tasks"),
                                              (MONITORS, "prmkit.monitors"), (ORGANISMS, "prmkit.organisms"),
-                                             (SELECTORS, "prmkit.selectors"), (SEARCHES, "prmkit.searches")])
+                                             (SELECTORS, "prmkit.selectors"), (SEARCHES, "prmkit.searches"),
+                                             (STRATEGIES, "prmkit.queue_strategies")])
 def test_each_registry_reads_its_group(registry, group):
     assert registry.group == group
     module, _, name = ENTRY_POINT_GROUPS[group].rpartition(".")
@@ -109,3 +115,10 @@ def test_a_search_plugin_runs_by_name(plugin):
     plugin(SEARCHES, "echo", "echo")
     assert "echo" in list(SEARCHES)
     assert search("echo", Problem("2 + 2?"), None, None, width=3) == ("echo", "2 + 2?", 3)
+
+
+def test_a_queue_strategy_plugin_orders_the_queue_by_name(plugin):
+    plugin(STRATEGIES, "longest", "longest")
+    traces = [Trace(id=f"t{i}", problem=Problem(f"q{i}"), steps=[Step("s")] * n) for i, n in enumerate((1, 3, 2))]
+    assert "longest" in list(STRATEGIES) and STRATEGIES.plugin("longest").name == "longest"
+    assert [e.index for e in build_queue(traces, "longest")] == [1, 2, 0]

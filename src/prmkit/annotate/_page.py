@@ -108,7 +108,8 @@ SCRIPT = r"""
   });
   document.addEventListener("keydown", function (ev) {
     var tag = (ev.target.tagName || "").toLowerCase();
-    if (tag === "textarea" || tag === "input" || tag === "select" || ev.ctrlKey || ev.metaKey || ev.altKey) { return; }
+    var typing = tag === "textarea" || tag === "select" || (tag === "input" && ev.target.type !== "checkbox");
+    if (typing || ev.ctrlKey || ev.metaKey || ev.altKey) { return; }
     var values = {"1": -1, "2": 0, "3": 1};
     if (ev.key in values) { ev.preventDefault(); rate(current, values[ev.key]); }
     else if (ev.key === "ArrowDown" || ev.key === "ArrowRight") { ev.preventDefault(); focusStep(current + 1); }

@@ -76,7 +76,7 @@ class AnnotationSummary(Record):
                f"agreement: Fleiss' kappa {num(self.agreement, '.3f')} over {self.double_labelled_steps} "
                f"double-labelled steps (raw agreement {num(self.raw_agreement, '.3f')})",
                f"cost: {num(self.seconds_per_label, '.1f')} s per step label, "
-               f"{num(self.labels_per_hour, '.0f')} labels per hour, {self.trace_hours:.2f} h on traces"]
+               f"{num(self.labels_per_hour, '.0f')} labels per hour; {self.trace_hours * 60:.1f} min on whole traces"]
         out += [f"  {a.name}: {a.traces_done} traces, {a.labels} labels, {a.step_seconds:.0f} s on steps, "
                 f"{a.flagged} flagged" for a in self.annotators]
         out += [f"  kappa {p.a} / {p.b}: {num(p.kappa, '.3f')} over {p.steps} steps" for p in self.pairs]
