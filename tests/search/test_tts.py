@@ -253,3 +253,16 @@ settings: {max_depth: 2}
     main(["report", str(tmp_path / "run" / "tts.json"), "-o", str(tmp_path / "report")])
     md = (tmp_path / "report" / "report.md").read_text()
     assert md.count("| **bon** | s | last |") == 2 and md.count("| **dvts** | s | last |") == 2
+
+
+def test_a_run_grows_to_more_problems_without_redoing_the_first(tmp_path):
+    from dataclasses import replace
+
+    recipe = load_recipe(_recipe(tmp_path))
+    first = CountingPolicy()
+    run_recipe(replace(recipe, problems={**recipe.problems, "n": 1}), tmp_path / "run", policy=first,
+               scorers={"s": ScriptedScorer(SCORES, default=0.5)})
+    more = CountingPolicy()
+    _run(tmp_path, policy=more)
+    assert {key.split("/")[0] for _, key in first.calls} == {PROBLEMS[0].id}
+    assert {key.split("/")[0] for _, key in more.calls} == {PROBLEMS[1].id}

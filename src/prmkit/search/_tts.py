@@ -36,7 +36,7 @@ import json
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, ClassVar
@@ -153,10 +153,12 @@ class Recipe:
         return {**opts, **own, **self.settings, "aggregate": cell.aggregate, "label": False}
 
     def digest(self) -> str:
-        """What a resumed run must match: everything that changes a number (not the name or path)."""
+        """What a resumed run must match: everything that changes a number, but not the name, the path,
+        the batch size or how many problems (work is kept per problem, so a run may grow or shrink)."""
         d = asdict(self)
         for k in ("name", "description", "path", "batch_size"):
             d.pop(k)
+        d["problems"] = {k: v for k, v in d["problems"].items() if k not in ("n", "start")}
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -645,10 +647,16 @@ def _totals(recipe: Recipe, records: list[dict[str, Any]], problems: int, policy
                      verifiers={v.label: v.describe() for v in recipe.verifiers}, cells=cells)
 
 
-def tts_file(recipe: str | os.PathLike, out: str | os.PathLike | None = None, *, restart: bool = False
-             ) -> tuple[TtsResult, Path]:
+def tts_file(recipe: str | os.PathLike, out: str | os.PathLike | None = None, *, problems: int | None = None,
+             restart: bool = False) -> tuple[TtsResult, Path]:
     """``prmkit tts``: load the recipe (a file, or a shipped recipe by name) and run it into ``out``
-    (default ``runs/tts/<name>``); returns the result and the results file's path."""
+    (default ``runs/tts/<name>``); ``problems`` replaces the recipe's number of problems (a first try
+    on a few; a later run with more keeps what is done). Returns the result and the results file's
+    path."""
     r = load_recipe(recipe)
+    if problems is not None:
+        if problems < 1:
+            raise PrmkitError(f"problems must be at least 1, got {problems}")
+        r = replace(r, problems={**r.problems, "n": problems})
     folder = Path(out) if out is not None else Path("runs") / "tts" / r.name
     return run_recipe(r, folder, restart=restart), folder / "tts.json"
