@@ -185,18 +185,19 @@ def _traces(group: Group, tok: Any, splitter: str, tag: str) -> None:
 
 
 def score_group(group: Group, cfg: RLConfig, scorer: Any = None) -> None:
-    """Fill ``group.scalar`` and ``group.dense`` with the components ``cfg.rewards`` weighs (and
-    always ``outcome`` and ``oracle``, which the metrics report)."""
+    """Fill ``group.scalar`` and ``group.dense`` with every reward component: ``outcome`` and
+    ``oracle`` always, ``prm``, ``prm_dense`` and ``pav`` where there is a ``scorer`` (the metrics
+    report them all, weighted or not)."""
     from prmkit.scoring import get_aggregator, score_each
 
     traces = group.traces
     outcome = [1.0 if t.outcome == "correct" else 0.0 for t in traces]
     group.scalar["outcome"] = outcome
     group.dense["oracle"] = [[1.0 if s.labels and s.labels[-1].value > 0 else 0.0 for s in t.steps] for t in traces]
-    if not cfg.needs_scorer():
-        return
     if scorer is None:
-        raise PrmkitError("these rewards need a scorer (prm, prm_dense or pav)")
+        if cfg.needs_scorer():
+            raise PrmkitError("these rewards need a scorer (prm, prm_dense or pav)")
+        return
     with_steps = [t for t in traces if t.steps]
     scored = iter(score_each(scorer, with_steps))
     rows: list[list[float | None] | None] = [next(scored)[0] if t.steps else None for t in traces]
