@@ -30,6 +30,7 @@ from prmkit.cli._label import label as label_cmd
 from prmkit.cli._monitor import agent_app
 from prmkit.cli._monitor import monitor as monitor_cmd
 from prmkit.cli._policy import app as policy_app
+from prmkit.cli._rl import rl as rl_cmd
 from prmkit.cli._score import score as score_cmd
 from prmkit.cli._score import search as search_cmd
 from prmkit.cli._score import select as select_cmd
@@ -63,6 +64,7 @@ app.add_typer(agent_app, name="agent")
 app.command(name="monitor")(monitor_cmd)
 app.command(name="serve")(serve_cmd)
 app.add_typer(annotate_app, name="annotate")
+app.command(name="rl")(rl_cmd)
 
 
 def _print_version(value: bool) -> None:
