@@ -184,3 +184,36 @@ def test_the_command_line_labels_and_writes_the_tree(tmp_path):
     bad = CliRunner().invoke(app, ["label", str(inp), str(tmp_path / "o2.jsonl"), "--method", "mc",
                                    "--tree-out", str(tmp_path / "t2.jsonl")])
     assert bad.exit_code != 0 and "--tree-out is for --method omegaprm" in bad.output
+
+
+def test_a_right_sibling_earlier_in_the_input_is_a_free_branch():
+    # R (right) and W (wrong at step 2) answer the same problem and share their first two steps. R
+    # comes first, so W's prefixes 1 and 2 are good with no rollout: W's search rolls out prefix 3
+    # only (k=2, both fail). Without siblings the rollouts (all wrong here) put the error at step 0.
+    def pair():
+        r = make_trace("R", ["a", "b", "c", "The answer is 42."])
+        w = make_trace("W", ["a", "b", "c BAD", "The answer is 7."])
+        w.problem = r.problem
+        return [r, w]
+    ts, pol = pair(), RulePolicy({})
+    report = OmegaPRMLabeler(pol, k=2).label(ts)
+    assert [req.key for req, _ in pol.requests] == ["W@3"] and report.rollouts == 2
+    assert values(ts[1], "binary_search") == [1, 1, -1, None]
+    assert ts[1].meta["labeling"]["omegaprm"]["tree"]["siblings"] == [["R", 2, True]]
+    assert values(ts[1], "mc_soft") == [1.0, 1.0, 0.0, 0.0]
+    alone, pol = pair(), RulePolicy({})
+    assert OmegaPRMLabeler(pol, k=2, siblings=False).label(alone).rollouts == 4
+    assert [req.key for req, _ in pol.requests] == ["W@2", "W@1"] and alone[1].first_error("binary_search") == 0
+    # W first: R is right and never searched, and W has no earlier sibling
+    flipped, pol = pair()[::-1], RulePolicy({})
+    assert OmegaPRMLabeler(pol, k=2).label(flipped).rollouts == 4
+
+
+def test_descend_rolls_out_the_shortest_undecided_prefix():
+    t = make_trace("T", ["a", "b", "c", "d", "The answer is 7."])
+    pol = RulePolicy({"T@1": 1, "T@2": 1})
+    OmegaPRMLabeler(pol, k=2, search="descend").label([t])
+    assert [req.key for req, _ in pol.requests] == ["T@1", "T@2", "T@3"]
+    assert t.first_error("binary_search") == 2
+    with pytest.raises(PrmkitError, match="search must be one of"):
+        OmegaPRMLabeler(pol, search="sideways")

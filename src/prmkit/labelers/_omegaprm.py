@@ -55,7 +55,10 @@ from prmkit.labelers._binary import AFTER_ERROR
 from prmkit.labelers._plan import Need, Plan, PlanResult, Rollout, terminal_success
 from prmkit.trace import StepLabel, Trace, read_traces
 
-__all__ = ["OmegaPRMLabeler", "omegaprm_records", "write_omegaprm_tree", "MATH_APS_SEPARATOR"]
+__all__ = ["OmegaPRMLabeler", "omegaprm_records", "write_omegaprm_tree", "MATH_APS_SEPARATOR", "SEARCHES"]
+
+#: Which undecided prefix the search rolls out next: the middle one, or the shortest.
+SEARCHES: tuple[str, ...] = ("binary", "descend")
 
 #: What separates a prefix's steps in the MATH-APS records written here (the public sample's).
 MATH_APS_SEPARATOR = "\n\n"
@@ -109,7 +112,8 @@ class OmegaPRMLabeler(RolloutLabeler):
     sources = ("binary_search", "mc_soft")
 
     def __init__(self, policy: Any, *, k: int = 8, max_rollouts: int = 64,
-                 after_error: str = "unlabelled", max_new_tokens: int = 128,
+                 after_error: str = "unlabelled", search: str = "binary", siblings: bool = True,
+                 max_new_tokens: int = 128,
                  temperature: float = 0.7, top_p: float = 1.0, seed: int | None = 0,
                  shots: int | None = None, workers: int | None = None,
                  ray_address: str | None = None, answer_method: str = "auto") -> None:
@@ -118,15 +122,39 @@ class OmegaPRMLabeler(RolloutLabeler):
             raise PrmkitError(f"after_error must be one of {AFTER_ERROR}, got {after_error!r}")
         if not isinstance(max_rollouts, int) or isinstance(max_rollouts, bool) or max_rollouts < 0:
             raise PrmkitError(f"max_rollouts must be an integer >= 0, got {max_rollouts!r}")
+        if search not in SEARCHES:
+            raise PrmkitError(f"search must be one of {SEARCHES}, got {search!r}")
+        if isinstance(siblings, str) and siblings.lower() in ("true", "false"):
+            siblings = siblings.lower() == "true"
+        if not isinstance(siblings, bool):
+            raise PrmkitError(f"siblings must be true or false, got {siblings!r}")
         self.k = k
         self.max_rollouts = max_rollouts
         self.after_error = after_error
+        self.search = search
+        self.siblings = siblings
+        self._forest: dict[tuple[str, str | None], list[tuple[str, tuple[str, ...], bool | None]]] = {}
         setup_rollouts(self, policy, k=k, max_new_tokens=max_new_tokens, temperature=temperature,
                        top_p=top_p, seed=seed, shots=shots, workers=workers,
                        ray_address=ray_address, answer_method=answer_method,
-                       max_rollouts=max_rollouts, after_error=after_error)
+                       max_rollouts=max_rollouts, after_error=after_error, search=search,
+                       siblings=siblings)
+
+    def start(self) -> dict[str, Any]:
+        # A run starts: the traces seen so far (the sibling branches) are those of this run only.
+        self._forest.clear()
+        return super().start()
 
     def plan(self, trace: Trace) -> Plan:
+        # The siblings are fixed now, when the engine admits the trace (traces are admitted in
+        # input order), not when the plan first runs: a resumed run sees the same ones.
+        family = self._forest.setdefault((trace.problem.text, trace.problem.answer), [])
+        earlier = [s for s in family if s[0] != trace.id] if self.siblings else []
+        family.append((trace.id, tuple(s.text.strip() for s in trace.steps),
+                       terminal_success(trace, method=self.answer_method)))
+        return self._search(trace, earlier)
+
+    def _search(self, trace: Trace, siblings: list[tuple[str, tuple[str, ...], bool | None]]) -> Plan:
         n, k = len(trace.steps), self.k
         spent: list[Rollout] = []
         # node (prefix 1..n) -> [own samples, own hits, shared samples, shared hits]
@@ -157,6 +185,18 @@ class OmegaPRMLabeler(RolloutLabeler):
             return good, min(bad, default=n + 1)
 
         term = terminal_success(trace, method=self.answer_method)
+        mine = tuple(s.text.strip() for s in trace.steps)
+        shared_by: list[list[Any]] = []  # [sibling id, steps in common, right], per sibling used
+        if term is not None:  # a right trace is not searched: its siblings change nothing
+            for sid, steps, right in siblings if term is False else ():
+                j = next((i for i, (a, b) in enumerate(zip(mine, steps, strict=False)) if a != b), min(n, len(steps)))
+                if right is None or j == 0:
+                    continue
+                shared_by.append([sid, j, right])
+                for m in range(1, j + 1):
+                    counts = nodes.setdefault(m, [0, 0, 0, 0])
+                    counts[2] += 1
+                    counts[3] += right
         stopped = False
         if term is None:  # no answer to read: prefix n is rolled out like any other
             if k > self.max_rollouts:
@@ -167,7 +207,7 @@ class OmegaPRMLabeler(RolloutLabeler):
                 order.append([n, k, *samples(n)])
         good, bad = (n, n + 1) if term else bounds(term is False)
         while not stopped and good + 1 < bad:
-            mid = (good + 1 + bad) // 2
+            mid = (good + 1 + bad) // 2 if self.search == "binary" else good + 1
             have = samples(mid)[0]
             need = k - have  # > 0: every node strictly between good and bad is undecided
             if len(spent) + need > self.max_rollouts:
@@ -188,7 +228,10 @@ class OmegaPRMLabeler(RolloutLabeler):
         else:
             first = -1 if good >= n else bad - 1
             meta = {"first_error": first}
-        counts["shared_decisions"] += sum(1 for m, c in nodes.items() if c[0] == 0)
+        # prefixes whose verdict came from shared rollouts alone (prefix n: only when no answer decides it)
+        counts["shared_decisions"] += sum(
+            1 for m, c in nodes.items() if c[0] == 0 and (m < n or term is None)
+            and (c[3] > 0 or c[2] >= k))
         labels: list[list[StepLabel]] = [[] for _ in range(n)]
         for i in range(n):
             if first is None:
@@ -215,7 +258,7 @@ class OmegaPRMLabeler(RolloutLabeler):
                 labels[i].append(self.make_label(float(term), "mc_soft", kind="soft",
                                                  meta={"prefix": m, "terminal": True}))
         notes: dict[str, Any] = {"k": k, "visited": order, **meta,
-                                 "tree": {"terminal": term, "branches": branches}}
+                                 "tree": {"terminal": term, "branches": branches, "siblings": shared_by}}
         return PlanResult(labels, counts=counts, notes=notes)
 
 
