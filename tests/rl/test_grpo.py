@@ -153,12 +153,13 @@ def test_config_errors_name_the_file_and_every_bad_field(tmp_path):
         load_rl_config(path)
     msg = str(e.value)
     assert msg.startswith(str(path))
-    assert "unknown field 'learning_rat'" in msg and "field 'steps': expected an integer" in msg
+    assert "line 3: unknown field 'learning_rat'" in msg and "line 4: field 'steps': expected an integer" in msg
     path.write_text("group_size: 1\nrewards: {outcome: 1.0, vibes: 2}\nbaseline: ppo\nenv: {steps: 9}\n")
     with pytest.raises(PrmkitError) as e:
         load_rl_config(path)
     msg = str(e.value)
-    assert "field 'group_size'" in msg and "unknown component(s) vibes" in msg and "field 'baseline'" in msg
+    assert "line 1: field 'group_size'" in msg and "line 2: field 'rewards': unknown component(s) vibes" in msg
+    assert "line 3: field 'baseline'" in msg
     path.write_text("rewards: {outcome: 1.0}\nenv: {steps: 9}\n")
     with pytest.raises(PrmkitError, match="field 'env'.*steps must lie within"):
         load_rl_config(path)

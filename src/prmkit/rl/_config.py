@@ -162,22 +162,46 @@ def _check_type(name: str, value: Any) -> str | None:
     return None
 
 
-def config_from_dict(d: Any, where: str = "rl config") -> RLConfig:
+def _key_lines(path: str | os.PathLike) -> dict[str, int]:
+    """The line of each top-level key of a YAML file (empty where it cannot tell)."""
+    try:
+        import yaml
+
+        node = yaml.compose(open(path, encoding="utf-8").read())
+    except Exception:  # the parse error itself is load_yaml_or_json's to report
+        return {}
+    if not isinstance(node, yaml.MappingNode):
+        return {}
+    return {k.value: k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
+
+
+def config_from_dict(d: Any, where: str = "rl config", lines: Mapping[str, int] | None = None) -> RLConfig:
     """An :class:`RLConfig` from a mapping; unknown keys, wrong types and bad values are reported
-    together, each naming its field."""
+    together, each naming its field (and its line, where ``lines`` maps fields to lines)."""
     if not isinstance(d, Mapping):
         raise PrmkitError(f"{where}: expected a mapping of fields, got {type(d).__name__}")
-    errs = [f"unknown field {k!r} (known: {', '.join(_TYPES)})" for k in d if k not in _TYPES]
+    lines = lines or {}
+
+    def at(k: str) -> str:
+        return f"line {lines[k]}: " if k in lines else ""
+
+    errs = [f"{at(k)}unknown field {k!r} (known: {', '.join(_TYPES)})" for k in d if k not in _TYPES]
     for k, v in d.items():
         if k in _TYPES:
             why = _check_type(k, v)
             if why:
-                errs.append(f"field {k!r}: {why}")
+                errs.append(f"{at(k)}field {k!r}: {why}")
     if errs:
         raise PrmkitError(f"{where}: " + "; ".join(errs))
     kw = {k: (float(v) if str(_TYPES[k]).startswith("float") and v is not None else v) for k, v in d.items()}
     cfg = RLConfig(**kw)
-    cfg.validate(where)
+    bad = cfg.errors()
+    if bad:
+        named = []
+        for e in bad:
+            field_name = e.split("'")[1] if e.startswith("field") else ""
+            named.append(f"{at(field_name)}{e}")
+        raise PrmkitError(f"{where}: " + "; ".join(named))
     from prmkit.envs import ArithConfig
 
     ArithConfig.from_dict(cfg.env, where=f"{where}: field 'env'")
@@ -188,4 +212,5 @@ def load_rl_config(path: str | os.PathLike) -> RLConfig:
     """The config in the YAML (or JSON) file ``path``; an error names the file and the field."""
     from prmkit._jsonio import load_yaml_or_json
 
-    return config_from_dict(load_yaml_or_json(path, "rl config") or {}, where=str(path))
+    data = load_yaml_or_json(path, "rl config") or {}
+    return config_from_dict(data, where=str(path), lines=_key_lines(path))
