@@ -21,6 +21,7 @@ from prmkit.annotate._run import (
     serve,
     summary_of,
 )
+from prmkit.annotate._simulate import SimulationResult, simulate
 from prmkit.annotate._store import FLAGS, VALUES, Assignment, Item, Rating, Store, User
 from prmkit.annotate._strategies import (
     STRATEGIES,
@@ -42,4 +43,5 @@ __all__ = [
     "disagreement",
     "AnnotationSummary", "AnnotatorProgress", "PairAgreement", "summarize",
     "EXPORT_FORMATS", "ExportResult", "export_labels", "labelled_traces",
+    "SimulationResult", "simulate",
 ]

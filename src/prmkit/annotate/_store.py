@@ -186,6 +186,9 @@ class Store:
         """The user whose token this is, or None (compared by hash: the token is not stored)."""
         return self._user_where("token_hash = ?", hash_secret(token)) if token else None
 
+    def user_by_name(self, name: str) -> User | None:
+        return self._user_where("name = ?", name)
+
     def _user_where(self, where: str, value: str) -> User | None:
         with self._connect() as db:
             row = db.execute(f"SELECT id, name, admin FROM users WHERE {where}", (value,)).fetchone()

@@ -123,3 +123,27 @@ def summary(db: DbOpt = Path("labels.sqlite")) -> None:
 
     for line in summary_of(db).lines():
         typer.echo(line)
+
+
+@app.command()
+def simulate(
+    db: DbOpt = Path("labels.sqlite"),
+    name: Annotated[str, typer.Option(help="The simulated annotator's name.")] = "simulated",
+    source: Annotated[str | None, typer.Option(
+        help="Answer with the traces' labels of this source (symbolic, mc_hard, ...; default: each step's "
+        "latest).")] = None,
+    budget: Annotated[int | None, typer.Option(help="Stop after this many step labels.")] = None,
+    error_rate: Annotated[float, typer.Option(help="Chance that a label is replaced by another value.")] = 0.0,
+    stop_at_first_wrong: Annotated[bool, typer.Option(
+        "--stop-at-first-wrong", help="Leave the steps after a -1 unrated (PRM800K phase 2).")] = False,
+    seed: Annotated[int, typer.Option(help="Seed of the errors.")] = 0,
+) -> None:
+    """Label the queue with a simulated annotator who copies a label the traces carry.
+
+    Example: prmkit annotate simulate --db labels.sqlite --budget 40
+    """
+    from prmkit.annotate import simulate as run
+
+    for line in run(db, name, source=source, budget=budget, error_rate=error_rate,
+                    stop_at_first_wrong=stop_at_first_wrong, seed=seed).lines():
+        typer.echo(line)
