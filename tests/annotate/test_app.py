@@ -148,3 +148,19 @@ def test_a_remote_address_needs_allow_remote():
     check_bind("0.0.0.0", True)
     with pytest.raises(PrmkitError, match="--allow-remote"):
         check_bind("0.0.0.0", False)
+
+
+def test_serve_stores_the_traces_and_queues_them_once(tmp_path):
+    from annotate_traces import write_scored
+
+    from prmkit.annotate import make_app, queue_file
+
+    db = tmp_path / "labels.sqlite"
+    scored = write_scored(tmp_path)
+    make_app(scored, db)
+    store = Store(db)
+    assert [store.item(i).trace.id for i, _ in store.queue()] == ["a1", "a2", "b1", "b2"]  # file order
+    queue_file(scored, db, strategy="uncertainty")
+    make_app(scored, db)  # a queue exists: serving again leaves its order alone
+    assert [store.item(i).trace.id for i, _ in store.queue()] == ["a2", "b2", "a1", "b1"]
+    assert [r["strategy"] for r in store.queue_runs()] == ["file order", "uncertainty"]

@@ -50,7 +50,10 @@ def test_prmkit_export_has_one_human_label_per_annotator(labelled, tmp_path):
     assert a1.meta["annotate"]["ann"]["seconds"] == 12.0
     assert [s.scores["prm"] for s in a1.steps] == [0.9, 0.8]  # scores kept, mc_soft labels dropped
     assert [len(s.labels) for s in a2.steps] == [1, 1, 0]  # stopped at the first wrong step
-    assert a2.first_error("human") == 1 and a1.provenance[-1].stage == "annotate"
+    assert a2.first_error("human") == 1
+    prov = a1.provenance[-1]
+    assert (prov.stage, prov.args["annotators"], prov.args["double_labelled_steps"]) == ("annotate", ["ann", "bob"], 2)
+    assert prov.args["agreement"] == pytest.approx(-1 / 3) and prov.args["seconds_per_label"] == pytest.approx(26 / 7)
 
 
 def test_keep_labels_and_unfinished(labelled, tmp_path):

@@ -6,7 +6,9 @@ Each stored trace that at least one annotator finished becomes one trace. Every 
 annotator who rated it, oldest first; steps after an annotator's first wrong step may have none (the
 "stop at the first wrong step" mode of PRM800K's phase 2). The trace's other labels are dropped unless
 ``keep_labels`` (so that training reads the human ones), its scores are kept; notes, flags and seconds
-per annotator go in ``meta["annotate"]``. PRM800K and TRL stepwise hold one label per step: a
+per annotator go in ``meta["annotate"]``, and the provenance entry (stage ``annotate``) names the database,
+the annotators and the database's agreement and cost (``agreement``, ``double_labelled_steps``,
+``seconds_per_label``, ``labels_per_hour``). PRM800K and TRL stepwise hold one label per step: a
 double-labelled step is written with its latest label (the prmkit format keeps them all).
 """
 
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 from prmkit._durable import check_inputs
 from prmkit._result import Record
 from prmkit.annotate._store import Store
+from prmkit.annotate._summary import summarize
 from prmkit.errors import PrmkitError
 from prmkit.trace import StepLabel, Trace
 
@@ -54,6 +57,12 @@ def labelled_traces(store: Store, *, keep_labels: bool = False,
     assignments: dict[int, list] = {}
     for a in store.assignments():
         assignments.setdefault(a.item_id, []).append(a)
+    summary = summarize(store)
+    # the database's agreement and cost, on every trace, so that a card made from the traces can say them
+    whole = {k: v for k, v in (("agreement", summary.agreement),
+                               ("double_labelled_steps", summary.double_labelled_steps),
+                               ("seconds_per_label", summary.seconds_per_label),
+                               ("labels_per_hour", summary.labels_per_hour)) if v is not None}
     out, unfinished = [], 0
     for item in store.items():
         held = assignments.get(item.id, [])
@@ -76,7 +85,7 @@ def labelled_traces(store: Store, *, keep_labels: bool = False,
                                                 if v is not None}
                                   for a in held if a.annotator in done or include_unfinished}
         trace.add_provenance("annotate", "annotate", {"db": os.path.basename(store.path),
-                                                      "annotators": sorted(trace.meta["annotate"])})
+                                                      "annotators": sorted(trace.meta["annotate"]), **whole})
         out.append(trace)
     return out, unfinished
 
