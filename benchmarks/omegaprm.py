@@ -69,12 +69,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--env-seed", type=int, default=0, help="which arith problems")
     ap.add_argument("--quick", action="store_true", help="a fake policy instead of SmolLM2")
     ap.add_argument("--policy", default=None, help="backend (default: prmkit.policies.default_backend())")
+    ap.add_argument("--work", type=Path, default=None,
+                    help="working folder (default: a new temporary one); a rerun with the same folder resumes "
+                    "the sampling and reads the rollouts stored there")
     args = ap.parse_args(argv)
     n_problems = args.problems or (40 if args.quick else 12)
     per = args.per_problem or (1 if args.quick else 4)
     cfg = ArithConfig(steps=args.steps, seed=args.env_seed)
     problems = ArithEnv(cfg).problems(n_problems)
-    tmp = Path(tempfile.mkdtemp(prefix="prmkit-omegaprm-"))
+    tmp = args.work or Path(tempfile.mkdtemp(prefix="prmkit-omegaprm-"))
+    tmp.mkdir(parents=True, exist_ok=True)
 
     t0 = time.perf_counter()
     if args.quick:
