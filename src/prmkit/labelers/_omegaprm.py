@@ -10,12 +10,15 @@ rollouts plus those that pass through it from above, and that is where rollouts 
 
 - a node some correct rollout passes through is good (its MC > 0) with no rollout of its own, and so
   is every shorter prefix (the paper: all prefixes of a right rollout have MC > 0);
-- a node with ``s`` samples from above needs only ``k - s`` rollouts of its own.
+- a node with ``s`` samples from above needs only ``k - s`` rollouts of its own;
+- the other traces of the same problem that came earlier in the run are branches from the root
+  (``siblings=True``): a right one makes the prefixes it shares with this trace good for free. They
+  are fixed when the engine admits the trace (in input order), so a resumed run sees the same ones.
 
 The search is ``binary``'s over the step index with the tree as its memory: ``G`` is the deepest good
 node, ``B`` the shortest node > ``G`` decided bad (at least ``k`` samples, none correct; prefix ``n``
-when the trace's own answer is wrong). While ``G + 1 < B`` the node ``(G + 1 + B) // 2`` gets the
-rollouts it lacks; the first error is step ``B - 1``. A node gets rollouts of its own at most once
+when the trace's own answer is wrong). While ``G + 1 < B`` the node ``(G + 1 + B) // 2`` (``search=
+"binary"``; ``"descend"``: ``G + 1``) gets the rollouts it lacks; the first error is step ``B - 1``. A node gets rollouts of its own at most once
 (afterwards it has ``k`` samples), so the search ends after at most ``n`` rounds, ``ceil(log2 n)``
 when nothing is shared; ``max_rollouts`` bounds the rollouts per trace hard, as for ``binary``. A trace
 whose own answer is right costs nothing (every step +1), as OmegaPRM searches only wrong solutions.
@@ -28,7 +31,7 @@ prefix has samples; the last step of a trace with a readable answer gets 1.0 or 
 label's meta holds the node's own and shared sample counts. The tree (every rollout: prefix, index,
 how far it runs along the trace, whether it is right, its text) goes into the trace's labeling
 summary, from which :func:`omegaprm_records` / :func:`write_omegaprm_tree` write MATH-APS records
-that :class:`~prmkit.data.MathAPSFormat` reads back.
+that the ``math_aps`` format reads back.
 
 Where this departs from the paper: the paper grows one tree per question from scratch and, with
 its Q + U rule (``alpha``, ``beta``, ``c_puct``), picks which wrong rollout anywhere in the tree to
@@ -37,7 +40,9 @@ given traces, and the label engine rolls out prefixes of the trace only, so the 
 always the trace (the selection rule has one candidate and is not implemented: no ``alpha`` /
 ``beta`` / ``c_puct``), and sibling branches are leaves: their values are the outcome (1.0 / 0.0),
 their inner states unvalued. Branches are matched by step text, not merged by meaning; the trace
-itself is not counted as a sample of its own prefixes (it was chosen for being wrong).
+itself is not counted as a sample of its own prefixes (it was chosen for being wrong), while sibling
+traces are (true of traces sampled from this policy and prompt, not of imported ones:
+``siblings=False`` there).
 """
 
 from __future__ import annotations
@@ -90,8 +95,10 @@ def run_along(trace: Trace, prefix: int, completion: str) -> int:
 class OmegaPRMLabeler(RolloutLabeler):
     """First-error and soft labels from a binary search over a tree of shared rollouts: ``k``
     samples per decided prefix (its own rollouts plus those passing through it), at most
-    ``max_rollouts`` rollouts per trace (see the module docstring). Other arguments as
-    :class:`~prmkit.labelers.BinarySearchLabeler`.
+    ``max_rollouts`` rollouts per trace (see the module docstring). ``search``: the next prefix to
+    roll out is the middle undecided one (``"binary"``) or the shortest (``"descend"``).
+    ``siblings``: earlier traces of the same problem in the run are branches of the tree. Other
+    arguments as :class:`~prmkit.labelers.BinarySearchLabeler`.
 
     >>> from prmkit.policies import ScriptedPolicy
     >>> from prmkit.trace import Problem, Step
