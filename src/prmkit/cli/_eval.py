@@ -338,7 +338,7 @@ def run_tasks(
     your own) into one results file that prmkit report renders; the PRM is loaded once, when the first
     task that scores asks for it.
 
-    Example: prmkit eval run bon probes --model runs/demo/prm --data bon=runs/demo/heldout.jsonl --data probes=runs/demo/heldout.jsonl -T bootstrap=100 -T probes.gaming_traces=8 -o results.json
+    Example: prmkit eval run bon probes --model runs/demo/prm --data bon=runs/demo/heldout.jsonl --data probes=runs/demo/heldout.jsonl -T probes.probe=collapse -o results.json
     """
     from prmkit.eval import (
         EVAL_TASKS,
