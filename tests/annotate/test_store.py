@@ -95,3 +95,12 @@ def test_concurrent_ratings_are_all_committed(store):
     for t in threads:
         t.join()
     assert len(store.ratings()) == 16
+
+
+def test_a_session_expires(store):
+    user, _ = store.add_user("ann")
+    sid = store.new_session(user)
+    assert store.session_user(sid) == user and store.session_user("made-up") is None
+    with sqlite3.connect(store.path) as db:
+        db.execute("UPDATE sessions SET created = '2020-01-01T00:00:00+00:00'")
+    assert store.session_user(sid) is None

@@ -29,7 +29,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from prmkit.annotate._page import CSS, SCRIPT, admin_page, label_page, login_page, message_page
-from prmkit.annotate._store import Store, User
+from prmkit.annotate._store import SESSION_DAYS, Store, User
 from prmkit.annotate._summary import summarize
 from prmkit.errors import MissingDependencyError
 
@@ -136,7 +136,8 @@ def create_app(store: Store, config: AppConfig | None = None) -> Any:
             return login_form("Wrong token.", 401)
         sid = await run_in_threadpool(store.new_session, user)
         resp = RedirectResponse("/next", status_code=303, headers=_HEADERS)
-        resp.set_cookie(SESSION_COOKIE, sid, httponly=True, samesite="strict", secure=cfg.secure_cookies)
+        resp.set_cookie(SESSION_COOKIE, sid, max_age=SESSION_DAYS * 86400, httponly=True, samesite="strict",
+                        secure=cfg.secure_cookies)
         resp.delete_cookie(_LOGIN_COOKIE)
         return resp
 

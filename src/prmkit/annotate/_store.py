@@ -13,6 +13,7 @@ server answered for survives a crash of the process or the machine.
 
 from __future__ import annotations
 
+import datetime as _dt
 import hashlib
 import json
 import os
@@ -35,6 +36,8 @@ VALUES = (-1, 0, 1)
 FLAGS = ("unclear", "bad_problem")
 #: Longest time one rating or one trace may add (a tab left open overnight is not labelling time).
 MAX_SECONDS = 3600.0
+#: Days a browser session lasts (then the annotator logs in again with their token).
+SESSION_DAYS = 7
 #: Longest note kept (characters).
 MAX_NOTE = 4000
 
@@ -203,12 +206,17 @@ class Store:
         return sid
 
     def session_user(self, sid: str) -> User | None:
+        """The user of a browser session, or None (no such session, or one older than
+        :data:`SESSION_DAYS`: log in again)."""
         if not sid:
             return None
         with self._connect() as db:
-            row = db.execute("SELECT u.id, u.name, u.admin FROM sessions s JOIN users u ON u.id = s.user_id "
-                             "WHERE s.hash = ?", (hash_secret(sid),)).fetchone()
-        return None if row is None else User(row[0], row[1], bool(row[2]))
+            row = db.execute("SELECT u.id, u.name, u.admin, s.created FROM sessions s JOIN users u ON "
+                             "u.id = s.user_id WHERE s.hash = ?", (hash_secret(sid),)).fetchone()
+        if row is None:
+            return None
+        age = _dt.datetime.now(_dt.timezone.utc) - _dt.datetime.fromisoformat(row[3])
+        return User(row[0], row[1], bool(row[2])) if age < _dt.timedelta(days=SESSION_DAYS) else None
 
     def end_session(self, sid: str) -> None:
         with self._write() as db:
