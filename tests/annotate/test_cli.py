@@ -78,3 +78,19 @@ def test_simulate_copies_the_traces_labels_within_a_budget(tmp_path, capsys):
     store = Store(db)
     got = [(store.item(r.item_id).trace.id, r.step, r.value) for r in store.ratings()]
     assert got == [("a1", 0, 1), ("a1", 1, 1), ("a2", 0, 1), ("a2", 1, -1)]
+
+
+@pytest.mark.parametrize("kind, words", [("missing", "no such file"), ("folder", "folder"), ("empty", "empty"),
+                                         ("not_utf8", "UTF-8")])
+def test_a_bad_trace_file_is_one_line_naming_it(tmp_path, capsys, kind, words):
+    path = tmp_path / "in.jsonl"
+    if kind == "folder":
+        path.mkdir()
+    elif kind == "empty":
+        path.write_text("")
+    elif kind == "not_utf8":
+        path.write_bytes(b'{"id": "t", "problem": "\xff", "steps": []}\n')
+    for command in (["annotate", "queue", str(path)], ["annotate", "serve", str(path)]):
+        err = run([*command, "--db", str(tmp_path / "l.sqlite")], capsys, code=1).err
+        assert err.startswith("error: ") and "in.jsonl" in err and words in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "l.sqlite").exists()

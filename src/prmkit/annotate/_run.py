@@ -116,9 +116,9 @@ def summary_of(db: str | os.PathLike) -> AnnotationSummary:
 def make_app(traces: str | os.PathLike | None, db: str | os.PathLike, *, show_answer: bool = False) -> Any:
     """The app over ``db``, with the traces of ``traces`` stored first; they are queued in file order
     when the database has no queue yet (``prmkit annotate queue`` orders it by a strategy)."""
+    loaded = load_traces(traces) if traces is not None else None  # a bad file touches no database
     store = _open(db, create=True)
-    if traces is not None:
-        loaded = load_traces(traces)
+    if loaded is not None:
         ids = store.add_traces(loaded)
         if not store.queue():
             store.set_queue([(i, 1, None) for i in ids], strategy="file order",
