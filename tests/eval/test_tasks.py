@@ -192,3 +192,25 @@ def test_an_entry_point_task_runs_by_name(tmp_path, monkeypatch, capsys):
     assert json.loads(out.read_text())["line_count"] == {"lines": 3}
     assert EVAL_TASKS.plugin("line_count").distribution == "prmkit-task-plugin"
     assert isinstance(get_eval_task("line_count"), EvalTask)
+
+
+def test_a_tasks_file_that_fails_is_named(tmp_path, capsys):
+    bad = tmp_path / "broken_tasks.py"
+    bad.write_text("raise RuntimeError('no such benchmark yet')\n")
+    code, _, err = run(["eval", "run", "bon", "--tasks-from", bad], capsys)
+    err = " ".join(err.split())
+    assert code == 1 and f"{bad}: importing it failed: RuntimeError: no such benchmark yet" in err
+    not_python = tmp_path / "tasks.txt"
+    not_python.write_text("x")
+    code, _, err = run(["eval", "run", "--list", "--tasks-from", not_python], capsys)
+    assert code == 1 and "not a Python file" in err
+
+
+def test_the_list_survives_a_plugin_that_fails_to_import(monkeypatch, capsys):
+    ep = SimpleNamespace(name="gone", value="prmkit_no_such_module:TASK", group="prmkit.eval_tasks",
+                         dist=SimpleNamespace(name="prmkit-gone"))
+    monkeypatch.setattr(registry_module, "_entry_points", lambda group: (ep,) if group == ep.group else ())
+    monkeypatch.setattr(EVAL_TASKS, "_scanned", False)
+    code, listed, _ = run(["eval", "run", "--list"], capsys)
+    assert code == 0 and "\nbon: " in listed
+    assert "gone: cannot be loaded: evaluation task 'gone' comes from the plugin prmkit-gone" in " ".join(listed.split())

@@ -340,22 +340,13 @@ def run_tasks(
 
     Example: prmkit eval run bon probes --model runs/demo/prm --data bon=runs/demo/heldout.jsonl --data probes=runs/demo/heldout.jsonl -T probes.probe=collapse -o results.json
     """
-    from prmkit.eval import (
-        EVAL_TASKS,
-        describe_eval_task,
-        eval_tasks_file,
-        get_eval_task,
-        load_task_file,
-        parse_data_args,
-        parse_task_args,
-    )
+    from prmkit.eval import eval_tasks_file, list_eval_tasks, load_task_file, parse_data_args, parse_task_args
 
     output_file(out, overwrite)
     for path in tasks_from or []:
         load_task_file(path)
     if list_tasks:
-        for name in tasks or list(EVAL_TASKS):
-            _echo(describe_eval_task(get_eval_task(name)))
+        _echo(list_eval_tasks(tasks))
         return
     names = list(tasks or [])
     _, runs = eval_tasks_file(names, out, data=parse_data_args(data or []),

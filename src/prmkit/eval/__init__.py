@@ -210,6 +210,7 @@ from prmkit.eval._tasks import (  # noqa: E402
     describe_eval_task,
     eval_tasks_file,
     get_eval_task,
+    list_eval_tasks,
     load_task_file,
     parse_data_args,
     parse_task_args,
@@ -221,4 +222,5 @@ from prmkit.eval._tasks import (  # noqa: E402
 
 __all__ += ["EVAL_TASKS", "EvalTask", "DataSource", "TaskOption", "TaskContext", "TaskRun", "register_eval_task",
             "get_eval_task", "run_eval_task", "run_eval_tasks", "eval_tasks_file", "load_task_file",
-            "describe_eval_task", "parse_data_args", "parse_task_args", "shared_data_dir", "Record", "Result"]
+            "describe_eval_task", "list_eval_tasks", "parse_data_args", "parse_task_args", "shared_data_dir",
+            "Record", "Result"]

@@ -40,7 +40,7 @@ from prmkit.scoring import StepScorer
 
 __all__ = ["EvalTask", "DataSource", "TaskOption", "TaskContext", "TaskRun", "EVAL_TASKS", "register_eval_task",
            "get_eval_task", "run_eval_task", "run_eval_tasks", "eval_tasks_file", "load_task_file",
-           "describe_eval_task", "parse_task_args", "parse_data_args", "shared_data_dir"]
+           "describe_eval_task", "list_eval_tasks", "parse_task_args", "parse_data_args", "shared_data_dir"]
 
 
 def shared_data_dir() -> Path:
@@ -336,8 +336,9 @@ def load_task_file(path: str | os.PathLike) -> list[str]:
     sys.modules[name] = module  # dataclasses and pickling look a module up by name
     try:
         spec.loader.exec_module(module)
-    except PrmkitError:
-        raise
+    except PrmkitError as e:
+        sys.modules.pop(name, None)
+        raise PrmkitError(f"{p}: {e}") from e
     except (Exception, SystemExit) as e:
         sys.modules.pop(name, None)
         raise PrmkitError(f"{p}: importing it failed: {type(e).__name__}: {e}") from e
@@ -357,6 +358,20 @@ def describe_eval_task(task: EvalTask) -> list[str]:
         default = "" if o.default in (None, [], ()) else f" (default {o.default})"
         out.append(f"  -T {task.name}.{o.name}=...{' (repeatable)' if o.many else ''}{default}"
                    + (f": {o.help}" if o.help else ""))
+    return out
+
+
+def list_eval_tasks(names: Sequence[str] | None = None) -> list[str]:
+    """:func:`describe_eval_task` of ``names`` (default: every registered task); a task that cannot
+    be loaded (a plugin that fails to import) is listed with the reason, and the rest still are."""
+    out: list[str] = []
+    for name in names or list(EVAL_TASKS):
+        try:
+            out += describe_eval_task(get_eval_task(name))
+        except PrmkitError as e:
+            if names:  # asked for by name: the error is the answer
+                raise
+            out.append(f"{name}: cannot be loaded: {e}")
     return out
 
 
