@@ -214,3 +214,12 @@ def test_the_list_survives_a_plugin_that_fails_to_import(monkeypatch, capsys):
     code, listed, _ = run(["eval", "run", "--list"], capsys)
     assert code == 0 and "\nbon: " in listed
     assert "gone: cannot be loaded: evaluation task 'gone' comes from the plugin prmkit-gone" in " ".join(listed.split())
+
+
+@pytest.mark.realdata
+def test_the_default_data_is_where_the_tasks_say(shared_data, monkeypatch):
+    monkeypatch.setenv("PRMKIT_SHARED_DATA", str(shared_data))
+    pb = get_eval_task("processbench").data.resolve(None, "processbench")
+    assert [p.name for p in pb] == ["gsm8k.json", "math.json"]
+    prmbench = get_eval_task("prmbench").data.resolve(None, "prmbench")
+    assert len(prmbench) == 8 and all(p.name.startswith("prm800k_test_p1_4o_") for p in prmbench)

@@ -36,7 +36,8 @@ if TYPE_CHECKING:
 __all__ = ["app", "report"]
 
 console = Console()
-app = typer.Typer(help="Evaluate a PRM: ProcessBench, PRMBench, best-of-N curves, failure-mode probes.",
+app = typer.Typer(help="Evaluate a PRM: ProcessBench, PRMBench, best-of-N curves, failure-mode probes, "
+                       "monitorability, refusals; eval run runs any set of registered tasks into one file.",
                   no_args_is_help=True)
 
 KeyOpt = Annotated[str, typer.Option(help="Score key: step.scores[KEY] (scored here or already stored).")]
