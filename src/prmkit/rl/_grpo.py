@@ -445,7 +445,7 @@ def _one_step(step: int, lm: Any, tok: Any, policy: Any, builder: Any, env: Any,
         opt.zero_grad()
         for k, g in enumerate(groups):
             logp, mask = completion_logprobs(lm, g.prompt_ids, g.tokens, pad, cfg.temperature)
-            adv = torch.tensor([a + [0.0] * (mask.shape[1] - len(a)) for a in g.advantages])
+            adv = torch.tensor([a + [0.0] * (mask.shape[1] - len(a)) for a in g.advantages], device=logp.device)
             loss, s = clipped_token_loss(logp, old[k] if old[k] is not None else logp.detach(), adv, mask,
                                          clip_eps=cfg.clip_eps, ref_logp=ref[k], kl_coef=cfg.kl_coef)
             (loss / len(groups)).backward()
@@ -468,6 +468,7 @@ def _metrics(step: int, groups: list[Group], stats: dict[str, float]) -> dict[st
             row[f"reward/{c}"] = sum(vals) / len(vals) if vals else 0.0
     lengths = [len(t) for g in groups for t in g.tokens]
     row["length"] = sum(lengths) / len(lengths)
+    row["sampled_tokens"] = sum(lengths)
     row["steps_per_completion"] = sum(len(t.steps) for g in groups for t in g.traces) / len(lengths)
     row["unscored"] = sum(g.unscored for g in groups)
     row.update({k: round(v, 6) for k, v in stats.items()})
