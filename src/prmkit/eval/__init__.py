@@ -9,7 +9,7 @@ build the sections a PRM evaluation needs: :func:`bon_report` (curves and the ve
 add one with :func:`register_probe`).
 """
 
-from prmkit.eval._agreement import cohen_kappa, label_agreement
+from prmkit.eval._agreement import label_agreement
 from prmkit.eval._bon import (
     BonCurves,
     BonMethod,
@@ -106,7 +106,7 @@ __all__ = [
     "ProbeNotApplicable",
     "CollapseProbe", "GamingProbe", "LengthBiasProbe", "TransferProbe",
     "derive_traces", "gsm8k_derived_traces", "arith_derived_traces",
-    "label_agreement", "cohen_kappa",
+    "label_agreement",
     "card_from_provenance", "Card", "CardField", "CARD_FIELDS",
     "write_report", "render_markdown", "render_html", "load_results", "ReportDoc",
 ]

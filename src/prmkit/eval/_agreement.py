@@ -10,26 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from prmkit.eval._stats import cohen_kappa
 from prmkit.trace import Trace, binarize
 
-__all__ = ["label_agreement", "cohen_kappa"]
-
-
-def cohen_kappa(a: Sequence[bool], b: Sequence[bool]) -> float | None:
-    """Cohen's kappa of two binary raters; None when undefined (no items, or chance agreement 1).
-
-    >>> cohen_kappa([True, True, False, False], [True, False, False, False])
-    0.5
-    """
-    n = len(a)
-    if n == 0 or n != len(b):
-        return None
-    po = sum(x == y for x, y in zip(a, b, strict=True)) / n
-    pa, pb = sum(a) / n, sum(b) / n
-    pe = pa * pb + (1 - pa) * (1 - pb)
-    if pe >= 1.0:
-        return None
-    return (po - pe) / (1 - pe)
+__all__ = ["label_agreement"]
 
 
 def label_agreement(traces: Sequence[Trace], a: str, b: str) -> dict[str, Any]:
