@@ -296,3 +296,21 @@ def test_a_probe_that_cannot_measure_is_named_so():
         "gaming": {"failed": True}, "length_bias": {"failed": None, "measured": False}}})
     assert card["failed_probes"].value == ("gaming (of 2 probes run); length_bias could not measure "
                                            "(too little data)")
+
+
+def test_human_labels_from_prmkit_annotate_name_the_database_and_its_agreement_and_cost():
+    """Traces exported by `prmkit annotate export` carry an ``annotate`` provenance entry with the labeling
+    database's summary; the card's human label source names the database and says agreement and cost."""
+    def labelled(tid: str) -> Trace:
+        t = Trace(id=tid, problem=Problem("2+2?", answer="4"),
+                  steps=[Step("2+2=4", labels=[StepLabel(1, source="human", labeler="ann"),
+                                               StepLabel(1, source="human", labeler="bob")])])
+        t.add_provenance("annotate", "annotate", {"db": "labels.sqlite", "annotators": ["ann", "bob"],
+                                                  "agreement": 0.5, "double_labelled_steps": 4,
+                                                  "seconds_per_label": 2.5, "labels_per_hour": 1440.0})
+        return t
+
+    f = card_from_provenance([labelled("a"), labelled("b")]).fields["human_label_source"]
+    assert f.value == ("prmkit annotate (labels.sqlite) — 4 human step labels, 2 labelers; Fleiss' kappa "
+                       "0.50 over 4 double-labelled steps; 2.5 s per step label (1440 labels/h)")
+    assert f.source == "step labels (source human) + trace provenance: annotate"
