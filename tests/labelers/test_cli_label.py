@@ -82,7 +82,7 @@ def test_options_reach_the_labeler_and_errors_are_one_line(tmp_path, inp):
 
     out = tmp_path / "new.jsonl"  # an existing OUT would be refused first
     with pytest.raises(PrmkitError, match=r"unknown labeler 'oracle'; known: advantage, binary, "
-                                          r"consensus, judge, mc, spec, symbolic$"):
+                                          r"consensus, judge, mc, omegaprm, spec, symbolic$"):
         CliRunner().invoke(app, ["label", str(inp), str(out), "--method", "oracle"],
                            catch_exceptions=False)
     with pytest.raises(PrmkitError, match=r"unknown policy backend 'nope'; known: ct2, hf, "):
