@@ -126,7 +126,9 @@ def main() -> None:
     from prmkit.eval import wilson_interval
     from prmkit.rl import RLConfig, rl_train
 
-    torch.set_num_threads(2)
+    # one thread: on the 2 shared cores, 2 threads ran the tiny model's small products 10-20x slower
+    # under load (threads waiting on each other), and one thread is what the tests measure too
+    torch.set_num_threads(1)
     work = Path(args.work or tempfile.mkdtemp(prefix="rl_arms-"))
     policy = work / "policy"
     cost = {}
@@ -134,8 +136,8 @@ def main() -> None:
         cost = build_policy(policy, args.sft_steps, args.sft_batch)
     figures: dict = {**cost, "steps": args.steps, "seeds": args.seeds, "eval_problems": args.eval_problems}
     curves: dict = {}
-    for arm in args.arms:
-        for seed in range(args.seeds):
+    for seed in range(args.seeds):  # seeds outside, so a run stopped early has every arm equally often
+        for arm in args.arms:
             t0 = time.perf_counter()
             cfg = RLConfig(output_dir=str(work / f"{arm}-{seed}"), model=str(policy), adapter=None,
                            chat_template=TEMPLATE, env=dict(ENV), train_start=1000,
