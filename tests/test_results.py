@@ -52,6 +52,7 @@ from prmkit.eval import (
 )
 from prmkit.eval._report import _jsonable
 from prmkit.generate import SampleReport
+from prmkit.search import TtsCell, TtsResult
 
 GOLDEN_DEMO = Path(__file__).resolve().parent / "golden" / "demo_report.json"
 
@@ -69,6 +70,8 @@ _card.set("tool_scaffold", "none", "user")
 #: One hand-built instance of every result kind (each registered kind must be here).
 INSTANCES: dict[str, Result] = {
     "summary": _SUMMARY,
+    "tts": TtsResult(recipe="quick", problems=2, budgets=[2], policy="p", verifiers={"prm": "--model default"},
+                     cells=[TtsCell("bon", 2, "last", "prm", 2, 2, 1, 40, 90)]),
     "bon": _BON,
     "bon_live": BonLiveSection(ns=[1], problems=2, methods={"live_prm (min)": MethodCurve(acc=[1.0])}),
     "checked": CheckedSection(_SUMMARY, _BON, extra={"tool": "calculator"}),
