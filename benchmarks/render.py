@@ -37,6 +37,9 @@ RATIO_NAMES = {
     "verifier": "PRM (min) − majority vote, points",
     "result_surprise": "AUROC, result log-probability",
     "demo": "prmkit demo wall time / 15 minutes",
+    "omegaprm": "OmegaPRM / Monte Carlo, rollouts",
+    "rl_arms": "dense oracle / outcome-only, held-out pass@1",
+    "search_mcts": "MCTS / best-of-N, accuracy",
 }
 
 
