@@ -186,7 +186,7 @@ def test_the_plugin_labeler_labels_from_the_command_line(site, tmp_path, traces)
                      cwd=tmp_path, ok=False)  # a new OUT: an existing one is refused first
     assert unknown.returncode == 1
     assert "error: unknown labeler 'nope'; known: advantage, binary, consensus, example_keywords, " \
-           "judge, mc, spec, symbolic" in unknown.stderr
+           "judge, mc, omegaprm, spec, symbolic" in unknown.stderr
 
 
 @pytest.mark.slow
