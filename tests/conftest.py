@@ -23,6 +23,12 @@ if str(Path(__file__).resolve().parent) not in sys.path:
 if os.environ.get("PRMKIT_TEST_CUDA") != "1":
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
 
+# Under pytest-xdist (the README's test command runs `-n auto`), each worker gets its share of the cores,
+# and so do the commands it starts: two workers of two threads each on two cores spend their time
+# waiting on each other. A value set by hand wins.
+if (_workers := os.environ.get("PYTEST_XDIST_WORKER_COUNT")) and "OMP_NUM_THREADS" not in os.environ:
+    os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // int(_workers)))
+
 
 def _shared_data() -> Path:
     env = os.environ.get("PRMKIT_SHARED_DATA")

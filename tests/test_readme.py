@@ -672,10 +672,18 @@ def _run_case(case: Case, template, tmp_path_factory, capfd, request) -> None:
             [str(prmkit), "demo", "--quick"], cwd=cwd, capture_output=True, text=True, timeout=900))
 
 
+def _xdist_group(case: Case, cases: list[Case]) -> str:
+    """Under pytest-xdist (``-n``, ``--dist loadgroup``), the worker-sharing unit: a block's lines run in
+    order in one folder, so a block is one group; the blocks that start a server or a stand-in on a
+    fixed port are one group together, so no two of them run at once."""
+    ports = {c.group for c in cases if c.background or c.stand_in}
+    return "readme-ports" if case.group in ports else f"readme:{case.group}"
+
+
 def _params(cases: list[Case]) -> list:
     # Every case runs a documented command end to end (about half of the suite's time): the "slow"
     # tier, which CI runs; the fast tier keeps the extraction and marker checks above.
-    return [pytest.param(c, id=c.id(), marks=[pytest.mark.slow]
+    return [pytest.param(c, id=c.id(), marks=[pytest.mark.slow, pytest.mark.xdist_group(_xdist_group(c, cases))]
                          + ([pytest.mark.realdata] if c.realdata else [])
                          # a fresh venv and the whole demo: its own limit, above the suite's per-test one
                          + ([pytest.mark.timeout(2700)] if c.repository else []))

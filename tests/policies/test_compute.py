@@ -39,6 +39,7 @@ def machine(monkeypatch, tmp_path):
     monkeypatch.setenv("PRMKIT_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(_compute, "_MEMO", {})
     monkeypatch.setattr("prmkit.policies._base._cpu_int8_problem", lambda: None)
+    monkeypatch.setattr(_compute, "_busy", lambda: None)  # a quiet machine, whatever this one's load
 
     def use(cpu: CpuInfo, probe: _Probe | None = None) -> _Probe:
         probe = probe or _Probe(float32=10.0, int8=4.0, bfloat16=5.0)
@@ -140,6 +141,27 @@ def test_the_decision_is_cached_per_cpu(machine, monkeypatch, tmp_path):
         f.write_text("{not json")
     machine(VNNI, probe)
     assert choose_compute("cpu").dtype == "int8" and len(probe.calls) == 2
+
+
+def test_a_probe_on_a_busy_machine_decides_for_its_process_only(machine, monkeypatch, tmp_path):
+    probe = machine(VNNI, _Probe(float32=10.0, int8=4.0))
+    monkeypatch.setattr(_compute, "_busy", lambda: "the machine was busy (load average 5.0 on 2 cores)")
+    first = choose_compute("cpu")
+    assert first.dtype == "int8" and first.reason.endswith("; not kept: the machine was busy (load average 5.0 on 2 cores)")
+    assert not (tmp_path / "cache" / "compute").exists()  # nothing kept on disk
+    assert choose_compute("cpu") is first and len(probe.calls) == 1  # this process asks once
+    monkeypatch.setattr(_compute, "_MEMO", {})  # the next process, on a quiet machine: probes, and keeps it
+    monkeypatch.setattr(_compute, "_busy", lambda: None)
+    assert not choose_compute("cpu").cached and len(probe.calls) == 2
+    assert len(list((tmp_path / "cache" / "compute").iterdir())) == 1
+
+
+def test_busy_means_every_core_already_taken(monkeypatch):
+    monkeypatch.setattr(_compute.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(_compute.os, "getloadavg", lambda: (2.0, 0.0, 0.0))
+    assert _compute._busy() is None
+    monkeypatch.setattr(_compute.os, "getloadavg", lambda: (2.5, 0.0, 0.0))
+    assert _compute._busy() == "the machine was busy (load average 2.5 on 2 cores)"
 
 
 def test_cache_list_shows_the_decisions(machine, tmp_path):

@@ -146,6 +146,7 @@ def test_auto_dtype_follows_choose_compute(wide_lm, tiny_lm, tmp_path, monkeypat
 
     monkeypatch.setenv("PRMKIT_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(_compute, "_MEMO", {})
+    monkeypatch.setattr(_compute, "_busy", lambda: None)  # the decision is kept, whatever this machine's load
     monkeypatch.setattr("prmkit.policies._base._cpu_int8_problem", lambda: None)
     asked = []
 

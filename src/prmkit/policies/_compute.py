@@ -12,7 +12,8 @@ One rule serves the ``torch`` policy's ``dtype="auto"``, the scorer's and traini
   each candidate against float32 on products of the model's shapes (well under a second) and the
   fastest wins; its answer is kept in prmkit's cache (``compute/``), keyed by the CPU's identity
   (model name and instruction flags), the thread count and the torch version, so a process pays it
-  once per machine.
+  once per machine. A probe made while other work holds every core (load average above the core
+  count) decides for its own process only and is not kept: a busy hour must not decide for good.
 
 Why the instruction sets and not ``_int_mm`` alone: on a CPU without VNNI (AVX2 only, e.g. many AMD
 Zen 2/3 machines and older Intel servers) oneDNN's int8 products are the slow path, 5-50x float32's
@@ -241,11 +242,28 @@ def _cpu_choice(info: CpuInfo, shape: tuple[int, int, int], candidates: tuple[st
         dtype, reason = best, f"probe at {rows}x{hidden}x{inter}: {shown}"
     else:
         dtype, reason = "float32", f"probe at {rows}x{hidden}x{inter}: {shown}; none beats float32 by {MARGIN}x"
+    if path is not None and (busy := _busy()):
+        # Timings taken while other work holds the cores say more about that work than about this
+        # CPU: the decision serves this process, and the next one probes again.
+        reason += f"; not kept: {busy}"
+        path = None
     choice = ComputeChoice(dtype, reason, "cpu", info.cpu_class, timings, kernel=kernel if dtype == "int8" else None)
     if path is not None:
         _save(path, choice)
+    if cache:
         _MEMO[memo_key] = choice
     return choice
+
+
+def _busy() -> str | None:
+    """Why a probe now would not be this CPU's answer (the load average over the last minute above the
+    number of cores: other work already holds every core), or None."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # pragma: no cover - no load average here
+        return None
+    cores = os.cpu_count() or 1
+    return f"the machine was busy (load average {load:.1f} on {cores} cores)" if load > cores else None
 
 
 #: Decisions this process has already made or read, so asking again costs nothing.
@@ -271,12 +289,13 @@ def _save(path: Path, choice: ComputeChoice) -> None:
         pass
 
 
-def probe(shape: tuple[int, int, int], dtypes: list[str], *, repeats: int = 5,
+def probe(shape: tuple[int, int, int], dtypes: list[str], *, repeats: int = 7,
           int8_kernel: str = "int_mm") -> dict[str, float]:
     """Milliseconds per pair of products ``(rows, hidden) @ (hidden, inter)`` and back, in float32
     and in each of ``dtypes``, the way prmkit computes them (int8: each row quantized when it comes,
     the decode loop's ``int8_kernel``: ``torch._int_mm`` or fbgemm's product, rescaled; bfloat16:
-    bfloat16 inputs and weights); the best of ``repeats`` timed calls after one warm-up. Seeded;
+    bfloat16 inputs and weights); the best of ``repeats`` rounds after one warm-up, the dtypes
+    timed in turn within each round. Seeded;
     about 0.1 s at SmolLM2's sizes on 2 cores."""
     import torch
 
@@ -294,14 +313,15 @@ def probe(shape: tuple[int, int, int], dtypes: list[str], *, repeats: int = 5,
         linear, pack = (_int8_fbgemm_kernel if int8_kernel == "fbgemm" else _int8_kernel)(torch)
         p1, p2 = pack(w1), pack(w2)
         runs["int8"] = lambda: linear(linear(x, p1), p2)
-    out = {}
+    best = dict.fromkeys(runs, float("inf"))
     with torch.inference_mode():
-        for name, fn in runs.items():
+        for fn in runs.values():
             fn()
-            best = float("inf")
-            for _ in range(repeats):
+        # Round by round, each dtype in turn: a burst of other work slows one round of every dtype,
+        # not every round of one, and the best of each is what the CPU can do.
+        for _ in range(repeats):
+            for name, fn in runs.items():
                 t0 = time.perf_counter()
                 fn()
-                best = min(best, time.perf_counter() - t0)
-            out[name] = round(best * 1000, 4)
-    return out
+                best[name] = min(best[name], time.perf_counter() - t0)
+    return {name: round(t * 1000, 4) for name, t in best.items()}
