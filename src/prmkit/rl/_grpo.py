@@ -50,6 +50,7 @@ from prmkit.errors import MissingDependencyError, PrmkitError
 from prmkit.rl._advantages import clipped_token_loss, dense_advantages, group_advantages
 from prmkit.rl._config import REWARD_COMPONENTS, RLConfig
 from prmkit.rl._dense import place_step_rewards
+from prmkit.rl._gaming import held_out_scores
 
 __all__ = ["rl_train", "RLResult", "sample_group", "completion_logprobs", "Group", "score_group"]
 
@@ -301,18 +302,23 @@ def _load_checkpoint(out: Path, lm: Any, opt: Any, cfg: RLConfig) -> int:
 # -- evaluation --------------------------------------------------------------------------------------
 
 def evaluate(lm: Any, tok: Any, problems: list[Any], prompts: list[list[int]], cfg: RLConfig,
-             eos: set[int]) -> dict[str, Any]:
+             eos: set[int], scorer: Any = None, traces_out: list[Any] | None = None) -> dict[str, Any]:
     """Greedy completions of the held-out problems, judged by the environment: ``eval/pass@1`` (final
     answer equals the problem's), ``eval/step_validity`` (share of steps the symbolic checker accepts),
-    ``eval/trace_validity`` (share of completions with every step valid), ``eval/length``."""
+    ``eval/trace_validity`` (share of completions with every step valid), ``eval/length``. With a
+    ``scorer``, also what the PRM believes of the same traces: ``eval/prm``, ``eval/prm_step``,
+    ``eval/gap``, ``eval/wrong_steps``, ``eval/fooled`` (:mod:`prmkit.rl._gaming`). ``traces_out``
+    receives the held-out traces (PRM step scores under ``"prm"``)."""
     lm.eval()
     correct, valid_steps, steps, all_valid, length = 0, 0, 0, 0, 0
+    held_out = []
     for i, (problem, ids) in enumerate(zip(problems, prompts, strict=True)):
         toks = sample_group(lm, ids, 1, max_new_tokens=cfg.eval_max_new_tokens or cfg.max_new_tokens,
                             temperature=0.0, eos=eos, seed=0)
         group = Group(problem, ids, toks)
         _traces(group, tok, cfg.splitter, f"eval-{i}")
         t = group.traces[0]
+        held_out.append(t)
         correct += t.outcome == "correct"
         ok = [bool(s.labels and s.labels[-1].value > 0) for s in t.steps]
         valid_steps += sum(ok)
@@ -320,9 +326,32 @@ def evaluate(lm: Any, tok: Any, problems: list[Any], prompts: list[list[int]], c
         all_valid += bool(ok) and all(ok)
         length += len(toks[0])
     n = max(1, len(problems))
-    return {"eval/problems": len(problems), "eval/pass@1": correct / n,
-            "eval/step_validity": valid_steps / steps if steps else 0.0,
-            "eval/trace_validity": all_valid / n, "eval/length": length / n}
+    out = {"eval/problems": len(problems), "eval/pass@1": correct / n,
+           "eval/step_validity": valid_steps / steps if steps else 0.0,
+           "eval/trace_validity": all_valid / n, "eval/length": length / n}
+    if scorer is not None:
+        from prmkit.scoring import score_each
+
+        with_steps = [t for t in held_out if t.steps]
+        scored = iter(score_each(scorer, with_steps))
+        rows = [next(scored)[0] if t.steps else None for t in held_out]
+        out.update(held_out_scores(held_out, rows, cfg.prm_aggregate))
+        out["eval/gap"] = out["eval/prm_step"] - out["eval/step_validity"]
+    if traces_out is not None:
+        traces_out.extend(held_out)
+    return out
+
+
+def _evaluate_and_keep(out: Path, step: int, lm: Any, tok: Any, problems: list[Any], prompts: list[list[int]],
+                       cfg: RLConfig, eos: set[int], scorer: Any) -> dict[str, Any]:
+    """:func:`evaluate`, its held-out traces written to ``OUT/eval/step-N.jsonl`` (checker labels,
+    PRM step scores under ``"prm"`` when there is a scorer)."""
+    from prmkit.trace import write_traces
+
+    traces: list[Any] = []
+    row = evaluate(lm, tok, problems, prompts, cfg, eos, scorer=scorer, traces_out=traces)
+    write_traces(traces, out / "eval" / f"step-{step:06d}.jsonl")
+    return row
 
 
 # -- the loop ----------------------------------------------------------------------------------------
@@ -394,13 +423,14 @@ def rl_train(cfg: RLConfig) -> RLResult:
         eval_problems = env.problems(cfg.eval_problems)
         eval_prompts = [_prompt_ids(policy, builder, p) for p in eval_problems]
         if start == 0 and eval_problems:
-            rows = [{"step": 0, **evaluate(lm, tok, eval_problems, eval_prompts, cfg, eos)}]
+            rows = [{"step": 0, **_evaluate_and_keep(out, 0, lm, tok, eval_problems, eval_prompts, cfg, eos, scorer)}]
             write_text_file(metrics_path, "".join(json.dumps(r) + "\n" for r in rows))
         with progress_bar(cfg.steps - start, "rl steps", enabled=cfg.progress) as advance:
             for step in range(start + 1, cfg.steps + 1):
                 row = _one_step(step, lm, tok, policy, builder, env, scorer, opt, params, cfg, eos, pad)
                 if step % cfg.eval_every == 0 or step == cfg.steps:
-                    row.update(evaluate(lm, tok, eval_problems, eval_prompts, cfg, eos) if eval_problems else {})
+                    row.update(_evaluate_and_keep(out, step, lm, tok, eval_problems, eval_prompts, cfg, eos, scorer)
+                               if eval_problems else {})
                 row["seconds"] = round(time.perf_counter() - t0, 3)
                 rows.append(row)
                 # metrics first, then the checkpoint: a kill between them leaves one row the resume drops
