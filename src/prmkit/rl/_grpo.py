@@ -24,7 +24,9 @@ One step:
 4. ``inner_steps`` gradient steps of the clipped objective (+ ``kl_coef`` x k3 KL to the reference:
    the same model with the LoRA adapter disabled);
 5. the metrics row goes to ``OUT/metrics.jsonl`` (every ``eval_every`` steps with held-out greedy
-   pass@1 and step validity measured by the environment), then the checkpoint (adapter, optimizer,
+   pass@1 and step validity measured by the environment and, when the run loaded a scorer, the PRM's
+   view of the same traces: :mod:`prmkit.rl._gaming`; the held-out traces go to
+   ``OUT/eval/step-N.jsonl``), then the checkpoint (adapter, optimizer,
    step) to ``OUT/checkpoints/step-N`` and ``OUT/checkpoints/latest.json`` (the commit point, renamed
    into place), so a run killed at any moment resumes from its last finished step.
 
