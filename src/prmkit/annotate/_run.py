@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from prmkit._durable import check_inputs
+from prmkit._net import is_loopback
 from prmkit._result import Record
 from prmkit.annotate._app import AppConfig, create_app
 from prmkit.annotate._store import Store
@@ -20,20 +21,6 @@ __all__ = ["serve", "add_user", "queue_file", "QueueResult", "summary_of", "is_l
            "load_traces", "make_app"]
 
 log = logging.getLogger("prmkit.annotate")
-
-
-def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1).
-
-    >>> is_loopback("127.0.0.1"), is_loopback("::1"), is_loopback("0.0.0.0")
-    (True, True, False)
-    """
-    if host.strip().lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def check_bind(host: str, allow_remote: bool) -> None:
@@ -108,9 +95,17 @@ def queue_file(path: str | os.PathLike, db: str | os.PathLike, *, strategy: str 
                        already_labelled=sum(ids[e.index] in rated for e in entries))
 
 
-def summary_of(db: str | os.PathLike) -> AnnotationSummary:
-    """Progress, agreement and cost of the labeling database ``db``."""
-    return summarize(_open(db, create=False))
+def summary_of(db: str | os.PathLike, *, results: str | os.PathLike | None = None) -> AnnotationSummary:
+    """Progress, agreement and cost of the labeling database ``db``; with ``results``, also written
+    there as the report's ``annotation`` section (a JSON results file: ``prmkit report FILE ...``
+    renders it as "Human labels: agreement and cost", beside the other sections)."""
+    summary = summarize(_open(db, create=False))
+    if results is not None:
+        from prmkit.eval import save_section
+
+        check_inputs(results, [db])
+        save_section("annotation", {"db": os.path.basename(os.fspath(db)), **summary.to_dict()}, results)
+    return summary
 
 
 def make_app(traces: str | os.PathLike | None, db: str | os.PathLike, *, show_answer: bool = False) -> Any:

@@ -114,14 +114,22 @@ def export(
 
 
 @app.command()
-def summary(db: DbOpt = Path("labels.sqlite")) -> None:
+def summary(
+    db: DbOpt = Path("labels.sqlite"),
+    results: Annotated[Path | None, typer.Option(
+        "--results", help="Also write it as the report's annotation section to this JSON file "
+        "(prmkit report FILE ... renders it).")] = None,
+    overwrite: OverwriteOpt = False,
+) -> None:
     """Progress, agreement (kappa on double-labelled steps) and cost (time per step label).
 
-    Example: prmkit annotate summary --db labels.sqlite
+    Example: prmkit annotate summary --db labels.sqlite --results annotation.json
     """
     from prmkit.annotate import summary_of
 
-    for line in summary_of(db).lines():
+    if results is not None:
+        output_file(results, overwrite)
+    for line in summary_of(db, results=results).lines():
         typer.echo(line)
 
 

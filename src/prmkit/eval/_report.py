@@ -41,6 +41,7 @@ from prmkit._durable import write_bytes_file, write_text_file
 from prmkit._jsonio import decode_utf8
 from prmkit._result import Record
 from prmkit.errors import FormatError, MissingDependencyError, PrmkitError
+from prmkit.eval._annotation_section import render_annotation
 from prmkit.eval._card import Card
 from prmkit.eval._doc import _DASH, Inline, ReportDoc, _auto, _bad, _ci, _f3, _int, _num, _pct, _pp
 from prmkit.eval._oversight import render_monitorability
@@ -661,6 +662,7 @@ _SECTIONS: dict[str, tuple[str, Callable[[ReportDoc, Any, set[str]], None]]] = {
     "prmbench": ("PRMBench", _prmbench),
     "labels": ("Labels", _labels),
     "monitorability": ("Oversight: monitorability", render_monitorability),
+    "annotation": ("Human labels: agreement and cost", render_annotation),
     "meta": ("How these numbers were produced", _meta),
 }
 
