@@ -72,7 +72,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--eval-every", type=int, default=5)
-    ap.add_argument("--eval-problems", type=int, default=40)
+    ap.add_argument("--eval-problems", type=int, default=32)
     ap.add_argument("--max-new-tokens", type=int, default=80)
     ap.add_argument("--prompts", type=int, default=4, help="prompts per step (x 4 completions)")
     ap.add_argument("--learning-rate", type=float, default=2e-3)
