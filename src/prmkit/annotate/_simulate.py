@@ -43,7 +43,8 @@ def simulate(db: str | os.PathLike, annotator: str = "simulated", *, source: str
              seed: int = 0, seconds: float = 0.0) -> SimulationResult:
     """Label ``db``'s queue as ``annotator`` (added when missing) with each step's ``source`` label
     (hard labels as they are, soft ones binarized to -1 / +1), until the queue is empty or ``budget``
-    step labels are spent. ``error_rate``: the chance a label is replaced by another value (drawn
+    step labels are spent (a trace the budget cut short is taken up again by the next call, from its
+    first unrated step). ``error_rate``: the chance a label is replaced by another value (drawn
     with ``seed``). A trace with a step that has no such label is flagged ``unclear`` and left."""
     if not 0.0 <= error_rate <= 1.0:
         raise PrmkitError(f"--error-rate is a fraction in [0, 1], got {error_rate}")
@@ -71,7 +72,16 @@ def simulate(db: str | os.PathLike, annotator: str = "simulated", *, source: str
             store.finish(user, item_id, flag="unclear", note=f"no {source or 'label'} to copy on a step")
             out.flagged += 1
             continue
+        # a trace left part-way (the budget ran out there) goes on where it stopped: a step already
+        # rated is neither rated nor counted again
+        rated = {r.step: r.value for r in store.ratings(item_id, user)}
+        if stop_at_first_wrong and -1 in rated.values():
+            store.finish(user, item_id)
+            out.traces += 1
+            continue
         for i, value in enumerate(answers):
+            if i in rated:
+                continue
             if budget is not None and out.labels >= budget:
                 return out
             if error_rate and rng.random() < error_rate:
