@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from prmkit._durable import check_inputs
+from prmkit._net import is_loopback
 from prmkit._result import Record
 from prmkit.annotate._app import AppConfig, create_app
 from prmkit.annotate._store import Store
@@ -21,20 +21,6 @@ __all__ = ["serve", "add_user", "queue_file", "QueueResult", "summary_of", "is_l
            "load_traces", "make_app"]
 
 log = logging.getLogger("prmkit.annotate")
-
-
-def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1).
-
-    >>> is_loopback("127.0.0.1"), is_loopback("::1"), is_loopback("0.0.0.0")
-    (True, True, False)
-    """
-    if host.strip().lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def check_bind(host: str, allow_remote: bool) -> None:

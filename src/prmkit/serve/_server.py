@@ -8,12 +8,12 @@ progress (it runs on a daemon thread).
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import math
 import os
 from typing import Any
 
+from prmkit._net import is_loopback
 from prmkit.errors import MissingDependencyError, PrmkitError
 from prmkit.scoring import StepScorer, get_aggregator
 from prmkit.serve._app import ServeConfig, create_app
@@ -24,20 +24,6 @@ __all__ = ["serve", "make_server", "check_bind", "check_port", "is_loopback", "T
 TOKEN_ENV = "PRMKIT_SERVE_TOKEN"
 
 log = logging.getLogger("prmkit.serve")
-
-
-def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1).
-
-    >>> is_loopback("127.0.0.1"), is_loopback("localhost"), is_loopback("0.0.0.0")
-    (True, True, False)
-    """
-    if host.strip().lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def check_bind(host: str, token: str | None) -> None:
