@@ -8,9 +8,9 @@ the CLI render them; a dict appears only where a result is written to or read fr
 :class:`Record` gives a dataclass the two conversions from its fields: a field's metadata names a
 nested record type (``record=``, ``records=`` for a list, ``by_name=`` for a dict of them) and
 whether a None is left out of the dict (``omit_none=True``: the key was optional in the files written
-so far). Keys a record does not know are kept in ``extra``, in order, and written back as they came,
-so a results file written by a newer prmkit, or a section with a field added by hand, loses nothing on
-its way through ``prmkit report``. A record read from a dict writes back only the keys the dict had (an
+so far); a field made by ``Counter`` reads back as a ``Counter``. Keys a record does not know are
+kept in ``extra``, in order, and written back as they came, so a results file written by a newer
+prmkit, or a section with a field added by hand, loses nothing on its way through ``prmkit report``. A record read from a dict writes back only the keys the dict had (an
 absent key stays absent unless its field is set since; an explicit null stays null): a file read and
 written again is the same file.
 
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
@@ -108,7 +109,10 @@ def _dump(v: Any) -> Any:
     return v
 
 
-def _load(meta: Mapping[str, Any], v: Any, where: str) -> Any:
+def _load(f: dataclasses.Field, v: Any, where: str) -> Any:
+    meta = f.metadata
+    if f.default_factory is Counter and isinstance(v, Mapping):  # a tally reads back as one
+        return Counter(v)
     if meta.get("record") is not None and isinstance(v, Mapping):
         return meta["record"].from_dict(v, where=where)
     if meta.get("records") is not None and isinstance(v, list):
@@ -155,7 +159,7 @@ class Record:
             if f is None:
                 extra[k] = v
             else:
-                kw[k] = _load(f.metadata, v, f"{where}.{k}")
+                kw[k] = _load(f, v, f"{where}.{k}")
         out = cls(**kw, extra=extra)  # type: ignore[call-arg]
         object.__setattr__(out, "_given", frozenset(kw))  # not a field: equality ignores it
         return out

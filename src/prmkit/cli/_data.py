@@ -114,11 +114,8 @@ def convert(
     to = to or ("parquet" if dst.suffix == ".parquet" else "prmkit")
     console.print(f"wrote {n} {to} records to {dst} ({report.summary()})", highlight=False)
     if not losses.lossless:
-        err_console.print(losses.summary(), highlight=False, markup=False, soft_wrap=True)
-        if losses.unreadable:
-            err_console.print(f"{losses.unreadable} written records cannot be read back as {to} "
-                              f"(first: {losses.first_unreadable})", highlight=False, markup=False,
-                              soft_wrap=True)
+        for line in losses.lines():
+            err_console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 @app.command()
@@ -325,16 +322,9 @@ def derive(
     report = derive_file(inp, paths[-1], error_types=error_type, per_problem=per_problem,
                          correct_fraction=correct_fraction, seed=seed, hard_negatives=hard_negatives, fmt=from_,
                          limit=limit)
-    console.print(f"wrote {paths[-1]}: {report.summary()}", highlight=False, soft_wrap=True)
-    console.print("by error type: " + ", ".join(f"{t} {n}" for t, n in sorted(report.by_type.items())),
-                  highlight=False, soft_wrap=True)
-    if report.fallbacks:
-        console.print("did not apply (another type made instead): "
-                      + ", ".join(f"{t} {n}" for t, n in report.fallbacks.most_common()), highlight=False,
-                      soft_wrap=True)
-    if report.short:
-        console.print(f"{report.short} wrong traces fewer than asked: some problems allow fewer different errors",
-                      highlight=False, soft_wrap=True)
+    first, *rest = report.lines()
+    for line in [f"wrote {paths[-1]}: {first}", *rest]:
+        console.print(line, highlight=False, soft_wrap=True, markup=False)
 
 
 __all__ = ["app", "clip", "parse_options", "print_skipped"]

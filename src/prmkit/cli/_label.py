@@ -110,7 +110,8 @@ def label(
         report = label_file(inp, out, labeler, store=store, fmt=from_format,
                             skip_invalid=skip_invalid, progress=not no_progress, window=window,
                             import_report=imported)
-    console.print(f"{out}: {report.summary()}", highlight=False, soft_wrap=True)
+    first, *rest = report.lines()
+    console.print(f"{out}: {first}", highlight=False, soft_wrap=True, markup=False)
     if tree_out is not None:
         records, left_out = write_omegaprm_tree(out, tree_out)
         console.print(f"{tree_out}: {records} MATH-APS records (the rollout trees)"
@@ -121,17 +122,8 @@ def label(
                       highlight=False, soft_wrap=True)
     if skip_invalid:
         print_skipped(imported, out, overwrite=overwrite)
-    if report.store is not None:
-        console.print(f"store: {report.store} ({report.wall_seconds:.1f} s)", highlight=False,
-                      soft_wrap=True)
-    for trace_id, reason in report.skipped[:10]:
-        console.print(f"[yellow]skipped[/] {trace_id}: {reason} (written unchanged)", highlight=False,
-                      soft_wrap=True)
-    if len(report.skipped) > 10:
-        console.print(f"… and {len(report.skipped) - 10} more skipped traces (written unchanged)",
-                      highlight=False)
-    for issue in report.issues[:10]:
-        console.print(f"[yellow]issue[/] {issue}", highlight=False, soft_wrap=True)
+    for line in rest:  # the store, then the skipped traces and issues
+        console.print(line, highlight=False, soft_wrap=True, markup=False)
     if report_json is not None:
         from prmkit.eval import save_section
 

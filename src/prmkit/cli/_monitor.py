@@ -60,7 +60,8 @@ def run(
     report = agent_file(out, agents, tasks=tasks, start=start,
                         config=AgentConfig(loophole=loophole, seed=env_seed), guard=monitor,
                         overwrite=overwrite)
-    _say([f"{out}: {report.summary()}"])
+    first, *rest = report.lines()
+    _say([f"{out}: {first}", *rest])
 
 
 @agent_app.command("spec")

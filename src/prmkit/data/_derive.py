@@ -37,9 +37,10 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from prmkit._durable import check_inputs, durable_file
+from prmkit._result import Record
 from prmkit.data._format import ImportReport, read
 from prmkit.data._inject import ERROR_TYPES, candidates, equations
 from prmkit.data._reference import _decimal, _make_trace, _nearby, _Reference, _reference
@@ -233,13 +234,14 @@ def gsm8k_derived_traces(path: str | os.PathLike, limit: int | None = None, seed
 
 
 @dataclass
-class DeriveReport:
+class DeriveReport(Record):
     """What :func:`inject_errors` / :func:`derive_file` made: ``items`` read, ``problems`` that gave
     traces, ``traces`` written (``correct`` of them correct, the rest by error type in ``by_type``),
     problems ``skipped`` by reason, ``fallbacks`` (slots whose type did not apply to the problem, by
     that type; another type was made) and ``short`` (wrong traces asked for that a problem could not
     give: it allows fewer different errors)."""
 
+    kind: ClassVar[str] = "derive"
     items: int = 0
     problems: int = 0
     traces: int = 0
@@ -248,6 +250,7 @@ class DeriveReport:
     skipped: Counter = field(default_factory=Counter)
     fallbacks: Counter = field(default_factory=Counter)
     short: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> str:
         skipped = sum(self.skipped.values())
@@ -255,10 +258,17 @@ class DeriveReport:
         return (f"{self.traces} traces ({self.correct} correct, {self.traces - self.correct} wrong) from "
                 f"{self.problems} of {self.items} problems; {skipped} skipped" + (f" ({why})" if why else ""))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"items": self.items, "problems": self.problems, "traces": self.traces,
-                "correct": self.correct, "by_type": dict(self.by_type), "skipped": dict(self.skipped),
-                "fallbacks": dict(self.fallbacks), "short": self.short}
+    def lines(self) -> list[str]:
+        """What a terminal shows: :meth:`summary`, the wrong traces by error type, the types that did
+        not apply, and the wrong traces fewer than asked."""
+        out = [self.summary(),
+               "by error type: " + ", ".join(f"{t} {n}" for t, n in sorted(self.by_type.items()))]
+        if self.fallbacks:
+            out.append("did not apply (another type made instead): "
+                       + ", ".join(f"{t} {n}" for t, n in self.fallbacks.most_common()))
+        if self.short:
+            out.append(f"{self.short} wrong traces fewer than asked: some problems allow fewer different errors")
+        return out
 
 
 def _usable(item: Problem | Trace, index: int) -> tuple[_Reference | None, str | None, str | None]:

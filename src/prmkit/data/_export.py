@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from prmkit._fields import Fields
+from prmkit._result import Record, record_field
 from prmkit.errors import PrmkitError
 from prmkit.trace import StepLabel, Trace
 
@@ -114,25 +115,23 @@ def trace_losses(original: Trace, written: Trace | None, *, read_back_id_is_made
 
 
 @dataclass
-class ExportReport:
+class ExportReport(Record):
     """What writing traces in a format dropped: ``dropped`` maps a field to how many were lost
     (see :func:`trace_losses`), over ``lossy`` of the ``traces`` written. ``unreadable`` counts records
     the format wrote but cannot read back (``first_unreadable`` says why); they count as lossy."""
 
+    kind: ClassVar[str] = "export"
     format: str = ""
     traces: int = 0
     lossy: int = 0
     dropped: Counter[str] = field(default_factory=Counter)
     unreadable: int = 0
-    first_unreadable: str | None = None
+    first_unreadable: str | None = record_field(omit_none=True)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def lossless(self) -> bool:
         return not self.lossy
-
-    def lines(self) -> list[str]:
-        """What a terminal shows of it (the one way every result prints; :meth:`summary` is its line)."""
-        return [self.summary()]
 
     def summary(self) -> str:
         """One line: what was dropped, per field, and in how many traces (or that nothing was)."""
@@ -141,9 +140,17 @@ class ExportReport:
         fields = ", ".join(f"{k} {n}" for k, n in self.dropped.most_common())
         return f"dropped (not held by {self.format}) in {self.lossy} of {self.traces} traces: {fields}"
 
+    def lines(self) -> list[str]:
+        """What a terminal shows of it: :meth:`summary`, and the records that cannot be read back."""
+        out = [self.summary()]
+        if self.unreadable:
+            out.append(f"{self.unreadable} written records cannot be read back as {self.format} "
+                       f"(first: {self.first_unreadable})")
+        return out
+
     def to_dict(self) -> dict[str, Any]:
-        return {"format": self.format, "traces": self.traces, "lossy": self.lossy,
-                "dropped": dict(self.dropped.most_common()), "unreadable": self.unreadable}
+        """The fields, ``dropped`` most common first (``first_unreadable`` only when one was)."""
+        return {**super().to_dict(), "dropped": dict(self.dropped.most_common())}
 
 
 class LossCheck:

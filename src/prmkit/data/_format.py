@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -20,6 +20,7 @@ from prmkit._durable import durable_file
 from prmkit._fields import Fields
 from prmkit._jsonio import iter_json_records, open_binary, open_text, write_jsonl_line
 from prmkit._registry import Registry
+from prmkit._result import Record
 from prmkit.data._export import ExportReport, LossCheck
 from prmkit.errors import FormatError, PrmkitError
 from prmkit.trace import Trace
@@ -28,18 +29,37 @@ __all__ = ["Format", "ImportReport", "FORMATS", "get_format", "detect_format", "
            "register_format", "count_records", "record_id", "scan"]
 
 
-@dataclass
-class ImportReport:
+@dataclass(eq=False)
+class ImportReport(Record):
     """What a read did: records seen, traces made, records skipped (with why), and non-fatal issues.
 
     ``issues`` are problems the importer noticed and kept the record for (say, a PRMBench
     ``error_steps`` index beyond the last step): each is a :class:`FormatError` with its location.
+    In :meth:`to_dict` each error is a row (``path``, ``line``, ``field``, ``id``, ``reason``); two
+    reports are equal when their dicts are (an exception is equal only to itself).
     """
 
+    kind: ClassVar[str] = "import"
     records: int = 0
     traces: int = 0
     skipped: list[FormatError] = field(default_factory=list)
     issues: list[FormatError] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ImportReport) and self.to_dict() == other.to_dict()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"records": self.records, "traces": self.traces, "skipped": self.skipped_rows(),
+                "issues": [_error_row(e) for e in self.issues], **self.extra}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], *, where: str | None = None) -> ImportReport:
+        r = super().from_dict(d, where=where)
+        where = where or cls.kind
+        r.skipped = [_row_error(row, f"{where}.skipped[{i}]") for i, row in enumerate(r.skipped)]
+        r.issues = [_row_error(row, f"{where}.issues[{i}]") for i, row in enumerate(r.issues)]
+        return r
 
     def skip_reasons(self) -> Counter[str]:
         return Counter(e.reason for e in self.skipped)
@@ -50,8 +70,7 @@ class ImportReport:
     def skipped_rows(self) -> list[dict[str, Any]]:
         """One row per skipped record: ``path``, ``line``, ``field``, ``id`` (when the record had
         one) and ``reason``, as written to the side file of :meth:`write_skipped`."""
-        return [{"path": e.path, "line": e.line, "field": e.field, "id": record_id(e),
-                 "reason": e.reason} for e in self.skipped]
+        return [_error_row(e) for e in self.skipped]
 
     def write_skipped(self, path: str | os.PathLike) -> None:
         """Write :meth:`skipped_rows` to ``path`` as JSON Lines, through a temporary file beside it
@@ -125,6 +144,20 @@ def _with_id(err: FormatError, record: Any) -> FormatError:
 def record_id(err: FormatError) -> str | None:
     """The id of the record ``err`` is about, when it was read (see :meth:`ImportReport.skipped_rows`)."""
     return getattr(err, "record_id", None)
+
+
+def _error_row(e: FormatError) -> dict[str, Any]:
+    return {"path": e.path, "line": e.line, "field": e.field, "id": record_id(e), "reason": e.reason}
+
+
+def _row_error(row: Any, where: str) -> FormatError:
+    """The error :func:`_error_row` wrote (its id kept)."""
+    if not isinstance(row, Mapping) or not isinstance(row.get("reason"), str):
+        raise FormatError("must be an object with a reason", field=where)
+    err = FormatError(row["reason"], path=row.get("path"), line=row.get("line"), field=row.get("field"))
+    if row.get("id") is not None:
+        err.record_id = str(row["id"])  # type: ignore[attr-defined]
+    return err
 
 
 class Format:

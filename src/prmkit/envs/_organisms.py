@@ -27,12 +27,13 @@ import os
 import random
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from prmkit._durable import durable_file
 from prmkit._registry import Registry
+from prmkit._result import Record
 from prmkit.envs._agent import (
     ANSWER_KEY,
     GRADER_NOTES,
@@ -310,14 +311,16 @@ def run_episode(task: AgentTask, agent: Agent, *, guard: Any = None, max_calls: 
 
 
 @dataclass
-class AgentRunReport:
+class AgentRunReport(Record):
     """What :func:`agent_file` wrote: traces per agent, how many exploited, passed, were stopped."""
 
+    kind: ClassVar[str] = "agent_run"
     traces: int = 0
     exploited: int = 0
     passed: int = 0
     stopped: int = 0
     guard_seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def lines(self) -> list[str]:
         """What a terminal shows of it (the one way every result prints; :meth:`summary` is its line)."""

@@ -14,9 +14,11 @@ verdict from scored traces.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, NamedTuple
 
+from prmkit._result import Record
+from prmkit.errors import FormatError
 from prmkit.eval._bon import BonCurves, BonMethod, bon_curves, default_methods
 from prmkit.eval._results import BonLiveSection, BonSection, CheckedSection, Headline, Rival, SummarySection
 from prmkit.trace import Trace
@@ -134,19 +136,56 @@ def _worse_than_chance(bon: dict[str, Any], main: str, headline: dict[str, Any])
     return out
 
 
-@dataclass
-class BonReport:
+@dataclass(eq=False)
+class BonReport(Record):
     """The result of :func:`bon_report`: the curves, and the verdict (None when the traces hold no
-    main method to judge). ``to_dict()`` gives the report's ``bon`` and ``summary`` sections."""
+    main method to judge). ``to_dict()`` gives the report's ``bon`` and ``summary`` sections.
 
+    Read back with :meth:`from_dict`, the curves have no bootstrap replicates (they are not in the
+    dict, so :meth:`BonCurves.compare` needs the run): two reports are equal when their dicts are."""
+
+    kind: ClassVar[str] = "bon_report"
     curves: BonCurves
     summary: dict[str, Any] | None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, BonReport) and self.to_dict() == other.to_dict()
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"bon": self.curves.to_dict()}
         if self.summary is not None:
             out["summary"] = self.summary
+        out.update(self.extra)
         return out
+
+    def lines(self) -> list[str]:
+        """The curves' table, then the verdict (when there is one)."""
+        verdict = self.summary_section()
+        return self.curves.lines() + (verdict.lines() if verdict is not None else [])
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], *, where: str | None = None) -> BonReport:
+        where = where or cls.kind
+        if not isinstance(d, Mapping) or not isinstance(d.get("bon"), Mapping):
+            raise FormatError("must be an object with a bon section", field=where)
+        b = d["bon"]
+        try:
+            methods = {name: m for name, m in b["methods"].items()}
+            curves = BonCurves(
+                ns=list(b["ns"]), problems=b["problems"], candidates=b["candidates"],
+                bootstrap=b["bootstrap"], seed=b["seed"],
+                methods=[BonMethod(name, m["selector"], m.get("key"), m.get("aggregate"))
+                         for name, m in methods.items()],
+                acc={name: list(m["acc"]) for name, m in methods.items()},
+                lo={name: list(m["lo"]) for name, m in methods.items()},
+                hi={name: list(m["hi"]) for name, m in methods.items()},
+                replicates={}, comparisons=[dict(c) for c in b.get("comparisons") or []],
+                unjudged_problems=b.get("unjudged_problems", 0))
+        except (KeyError, TypeError, AttributeError) as e:
+            raise FormatError(f"not best-of-N curves ({type(e).__name__}: {e})", field=f"{where}.bon") from None
+        return cls(curves, d.get("summary"),
+                   extra={k: v for k, v in d.items() if k not in ("bon", "summary")})
 
     def bon_section(self, kind: str = "bon") -> BonSection:
         """The curves as the report's section ``kind`` (``bon``, or ``bon_live`` for a second pair)."""

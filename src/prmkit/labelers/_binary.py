@@ -29,7 +29,7 @@ from typing import Any
 
 from prmkit.errors import PrmkitError
 from prmkit.labelers._base import RolloutLabeler, setup_rollouts
-from prmkit.labelers._plan import Need, Plan, PlanResult, Rollout, terminal_success
+from prmkit.labelers._plan import Need, Plan, PlanResult, Rollout, first_error_values, terminal_success
 from prmkit.trace import StepLabel, Trace
 
 __all__ = ["BinarySearchLabeler", "AFTER_ERROR", "max_search_rounds"]
@@ -124,15 +124,7 @@ class BinarySearchLabeler(RolloutLabeler):
             meta = {"first_error": first}
         notes.update(meta)
         labels: list[list[StepLabel]] = [[] for _ in range(n)]
-        for i in range(n):
-            if first is None:
-                value = 1 if i < lo - 1 else None
-            elif first == -1 or i < first:
-                value = 1
-            elif i == first or self.after_error == "negative":
-                value = -1
-            else:
-                value = None
+        for i, value in enumerate(first_error_values(n, first, known_good=lo - 1, after_error=self.after_error)):
             if value is not None:
                 labels[i].append(self.make_label(value, "binary_search", rollouts=spent, meta=meta))
         return PlanResult(labels, counts=counts, notes=notes)

@@ -57,7 +57,7 @@ from prmkit._jsonio import write_jsonl_line
 from prmkit.errors import PrmkitError
 from prmkit.labelers._base import RolloutLabeler, setup_rollouts
 from prmkit.labelers._binary import AFTER_ERROR
-from prmkit.labelers._plan import Need, Plan, PlanResult, Rollout, terminal_success
+from prmkit.labelers._plan import Need, Plan, PlanResult, Rollout, first_error_values, terminal_success
 from prmkit.trace import StepLabel, Trace, read_traces
 
 __all__ = ["OmegaPRMLabeler", "omegaprm_records", "write_omegaprm_tree", "MATH_APS_SEPARATOR", "SEARCHES"]
@@ -240,15 +240,7 @@ class OmegaPRMLabeler(RolloutLabeler):
             1 for m, c in nodes.items() if c[0] == 0 and (m < n or term is None)
             and (c[3] > 0 or c[2] >= k))
         labels: list[list[StepLabel]] = [[] for _ in range(n)]
-        for i in range(n):
-            if first is None:
-                value = 1 if i < good else None
-            elif first == -1 or i < first:
-                value = 1
-            elif i == first or self.after_error == "negative":
-                value = -1
-            else:
-                value = None
+        for i, value in enumerate(first_error_values(n, first, known_good=good, after_error=self.after_error)):
             if value is not None:
                 labels[i].append(self.make_label(value, "binary_search", rollouts=spent, meta=meta))
         for i in range(n):

@@ -26,10 +26,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Generator, Iterable
+from collections.abc import Generator, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from prmkit._result import Record
 from prmkit.data import answers_equal, extract_answer
 from prmkit.errors import PrmkitError
 from prmkit.policies import GenerationRequest, SamplingParams
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "JUDGE_PREFIX", "Need", "Rollout", "PlanResult", "Plan", "LabelReport", "Channel", "prefix_text",
     "terminal_success", "rollout_key", "request_hash", "reached_answer", "cost_of", "gather",
+    "first_error_values",
 ]
 
 #: The prefix index under which judge calls are stored (a judge reads the whole trace).
@@ -95,17 +97,25 @@ Plan = Generator[list[Need], list[list[Rollout]], PlanResult]
 
 
 @dataclass
-class LabelReport:
+class LabelReport(Record):
     """What a labeling run did. Nothing is silently lost: every trace is ``labelled`` or ``skipped``
     (with its id and why), and every unlabelled step is counted.
 
     ``rollouts``: generations the labels used (counted once each); ``generated``: of them, made by
     this run; ``reused``: read back from the store; ``wasted``: generations made only to reach a
     rollout index (a resumed prefix whose first rollouts were stored) and thrown away. ``store``:
-    the label store's file (None: memory only, or not known); not part of :meth:`to_dict`.
+    the label store's file (None: memory only, or not known); not part of :meth:`to_dict`, nor of
+    equality.
+
+    >>> r = LabelReport("symbolic", traces=2, labelled=1, steps=3, skipped=[("t2", "no steps")])
+    >>> LabelReport.from_dict(r.to_dict()) == r
+    True
+    >>> r.lines()[1:]
+    ['skipped t2: no steps (written unchanged)']
     """
 
-    labeler: str
+    kind: ClassVar[str] = "label"
+    labeler: str = ""
     traces: int = 0
     labelled: int = 0
     steps: int = 0
@@ -122,14 +132,23 @@ class LabelReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
     issues: list[str] = field(default_factory=list)
-    store: str | None = None
+    store: str | None = field(default=None, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def skip_reasons(self) -> Counter[str]:
         return Counter(reason for _, reason in self.skipped)
 
-    def lines(self) -> list[str]:
-        """What a terminal shows of it (the one way every result prints; :meth:`summary` is its line)."""
-        return [self.summary()]
+    def lines(self, limit: int = 10) -> list[str]:
+        """What a terminal shows of it: :meth:`summary`, the store, then up to ``limit`` skipped traces
+        and issues each."""
+        out = [self.summary()]
+        if self.store is not None:
+            out.append(f"store: {self.store} ({self.wall_seconds:.1f} s)")
+        out += [f"skipped {tid}: {why} (written unchanged)" for tid, why in self.skipped[:limit]]
+        if len(self.skipped) > limit:
+            out.append(f"… and {len(self.skipped) - limit} more skipped traces (written unchanged)")
+        out += [f"issue {issue}" for issue in self.issues[:limit]]
+        return out
 
     def summary(self) -> str:
         """One line for people: traces, labels, rollouts, cost."""
@@ -153,7 +172,14 @@ class LabelReport:
             "generated", "reused", "wasted", "tokens", "seconds", "wall_seconds")}
         d.update(labels=dict(self.labels), counts=dict(self.counts),
                  skipped=[list(s) for s in self.skipped], issues=list(self.issues))
+        d.update(self.extra)
         return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], *, where: str | None = None) -> LabelReport:
+        r = super().from_dict(d, where=where)
+        r.skipped = [(str(tid), str(why)) for tid, why in r.skipped]
+        return r
 
 
 @dataclass
@@ -230,6 +256,24 @@ def reached_answer(prefix: str, completion: str, answer: str | None, *, method: 
     """Whether ``prefix + completion`` ends with the reference answer (extracted as a trace's is)."""
     got = extract_answer(prefix + completion)
     return got is not None and answer is not None and answers_equal(got, answer, method=method)
+
+
+def first_error_values(n: int, first: int | None, *, known_good: int, after_error: str = "unlabelled"
+                       ) -> list[int | None]:
+    """The hard label of each of ``n`` steps from a first-error search: +1 before the first error
+    ``first`` (0-based; -1: no error), -1 at it and, with ``after_error="negative"``, after it (else
+    None: unlabelled). A search stopped by its budget (``first`` None) labels only the ``known_good``
+    steps it found right, +1 each.
+
+    >>> first_error_values(4, 1, known_good=0), first_error_values(4, 1, known_good=0, after_error="negative")
+    ([1, -1, None, None], [1, -1, -1, -1])
+    >>> first_error_values(3, -1, known_good=0), first_error_values(3, None, known_good=2)
+    ([1, 1, 1], [1, 1, None])
+    """
+    if first is None:
+        return [1 if i < known_good else None for i in range(n)]
+    return [1 if first == -1 or i < first else -1 if i == first or after_error == "negative" else None
+            for i in range(n)]
 
 
 def cost_of(rollouts: Iterable[Rollout]) -> dict[str, float]:

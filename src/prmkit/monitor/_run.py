@@ -7,9 +7,10 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from prmkit._durable import check_inputs, durable_file
+from prmkit._result import Record
 from prmkit.data import read
 from prmkit.errors import PrmkitError
 from prmkit.monitor._base import VIEWS, Monitor, flags_in_view, load_monitor, tool_call_of
@@ -57,13 +58,15 @@ def monitor_traces(monitor: Monitor, traces: Sequence[Trace], *, view: str = "al
 
 
 @dataclass
-class MonitorRunReport:
+class MonitorRunReport(Record):
     """What :func:`monitor_file` did: traces read, flagged and stopped per monitor, and seconds."""
 
+    kind: ClassVar[str] = "monitor_run"
     traces: int = 0
     flagged: dict[str, int] = field(default_factory=dict)
     stopped: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def lines(self) -> list[str]:
         out = []

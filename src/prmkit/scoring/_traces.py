@@ -15,13 +15,14 @@ from __future__ import annotations
 import itertools
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from prmkit._durable import check_inputs, durable_file
 from prmkit._progress import progress_bar
+from prmkit._result import Record
 from prmkit.data import ImportReport, count_records, read
 from prmkit.errors import PrmkitError
 from prmkit.provenance import ScoreProvenance
@@ -194,15 +195,24 @@ def add_trace_scores(traces: Sequence[Trace], key: str, aggregates: Sequence[Agg
 
 
 @dataclass
-class ScoreReport:
+class ScoreReport(Record):
     """What :func:`score_file` did: traces read and written, how many got a trace score, their mean,
     how many a PRM scored only in part (``partial``: steps past ``max_length`` left unscored, marked
     in ``meta.scored_steps``), the traces it could not score (id, reason), and the wall time of
-    reading, scoring and writing (``seconds``)."""
+    reading, scoring and writing (``seconds``).
 
+    Unlike the other results, ``kind`` is a field here: the scorer's kind (``prm`` or ``orm``), as it
+    always was; the class's result kind is :attr:`result_kind` (``"score"``).
+
+    >>> r = ScoreReport("o.jsonl", "scripted", "prm", "prm", "min", traces=2, skipped=[("t", "empty")])
+    >>> ScoreReport.from_dict(r.to_dict()) == r, r.to_dict()["skipped"]
+    (True, [['t', 'empty']])
+    """
+
+    result_kind: ClassVar[str] = "score"
     out: str
     scorer: str
-    kind: str
+    kind: str = field()  # type: ignore[misc]  # the scorer's kind; a field, not Record's ClassVar
     key: str
     aggregate: str | None
     traces: int = 0
@@ -212,6 +222,16 @@ class ScoreReport:
     invalid: int = 0
     partial: int = 0
     seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "skipped": [list(s) for s in self.skipped]}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], *, where: str | None = None) -> ScoreReport:
+        r = super().from_dict(d, where=where or cls.result_kind)
+        r.skipped = [(str(tid), str(why)) for tid, why in r.skipped]
+        return r
 
     def lines(self) -> list[str]:
         """A summary for the terminal: one line, up to ten unscored traces, then the time and rate."""

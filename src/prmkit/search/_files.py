@@ -17,10 +17,11 @@ import os
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from prmkit._durable import durable_file, output_lock
 from prmkit._jsonio import iter_json_records, open_text, write_jsonl_line
+from prmkit._result import Record
 from prmkit.data import read
 from prmkit.envs import ArithConfig, PromptBuilder
 from prmkit.errors import PrmkitError
@@ -50,19 +51,21 @@ def pick_score_key(traces: list[Trace], key: str | None) -> str:
 
 
 @dataclass
-class SelectFileReport:
+class SelectFileReport(Record):
     """What :func:`select_file` did: the method's report, the reference methods' reports, the score
     key used, how many candidates that key scored only in part (``partial``, see
     :func:`~prmkit.trace_queries.partly_scored`) and how many chosen traces were written (``out`` None:
     none)."""
 
-    report: SelectionReport
-    references: list[SelectionReport]
-    key: str | None
+    kind: ClassVar[str] = "select_file"
+    report: SelectionReport = field(metadata={"record": SelectionReport})
+    references: list[SelectionReport] = field(metadata={"records": SelectionReport})
+    key: str | None = None
     out: str | None = None
     written: int = 0
     partial: int = 0
     candidates: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def lines(self) -> list[str]:
         out = [self.report.summary() + (f" (scores: {self.key})" if self.key else ""),
@@ -114,10 +117,11 @@ def select_file(inp: str | os.PathLike, *, method: str = "bon", aggregate: str =
 
 
 @dataclass
-class SearchFileReport:
+class SearchFileReport(Record):
     """What :func:`search_file` did: problems searched, how many could be judged and were right, and
     the tokens generated and scored (compare methods at equal compute)."""
 
+    kind: ClassVar[str] = "search_file"
     out: str
     method: str
     problems: int = 0
@@ -126,6 +130,7 @@ class SearchFileReport:
     generated_tokens: int = 0
     scored_tokens: int = 0
     options: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def accuracy(self) -> float | None:

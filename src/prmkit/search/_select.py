@@ -35,13 +35,14 @@ answer groups with their votes and weights.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from prmkit._registry import Registry
+from prmkit._result import Record
 from prmkit.data import answers_equal, normalize_answer
-from prmkit.errors import PrmkitError
+from prmkit.errors import FormatError, PrmkitError
 from prmkit.scoring import check_finite, trace_score
 from prmkit.trace import Trace
 from prmkit.trace_queries import final_answer, is_correct, problem_key, stored_scores
@@ -74,6 +75,12 @@ class AnswerGroup:
         return {"answer": self.answer, "members": list(self.members), "votes": self.votes,
                 "weight": self.weight, "best": self.best, "correct": self.correct}
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> AnswerGroup:
+        """The group :meth:`to_dict` gave (``votes`` is the members' count)."""
+        return cls(d.get("answer"), list(d.get("members") or []), d.get("weight"), d.get("best"),
+                   d.get("correct"))
+
 
 @dataclass
 class Selection:
@@ -103,11 +110,19 @@ class Selection:
         return False if self.trace is None else is_correct(self.trace)
 
     def to_dict(self) -> dict[str, Any]:
-        """What is written into a chosen trace's ``meta["selection"]``."""
+        """What is written into a chosen trace's ``meta["selection"]`` (without the traces)."""
         return {"method": self.method, "aggregate": self.aggregate, "problem": self.problem,
                 "index": self.index, "chosen": None if self.trace is None else self.trace.id,
                 "reason": self.reason, "scores": list(self.scores),
                 "groups": [g.to_dict() for g in self.groups]}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], traces: Sequence[Trace] = ()) -> Selection:
+        """The selection :meth:`to_dict` gave, over ``traces`` (the problem's, in sample order)."""
+        return cls(problem=d["problem"], method=d["method"], aggregate=d.get("aggregate"),
+                   traces=list(traces), scores=list(d.get("scores") or []),
+                   groups=[AnswerGroup.from_dict(g) for g in d.get("groups") or []],
+                   index=d.get("index"), reason=d.get("reason", ""))
 
 
 Selector = Callable[[Sequence[Trace], Sequence[float | None], list[AnswerGroup]], tuple[int | None, str]]
@@ -270,13 +285,43 @@ def select(traces: Sequence[Trace], method: str = "bon", *, aggregate: str = "mi
 
 
 @dataclass
-class SelectionReport:
+class SelectionReport(Record):
     """Selections over many problems and their accuracy (a problem without a choice counts as
-    wrong; problems whose correctness is unknown are left out of ``accuracy``)."""
+    wrong; problems whose correctness is unknown are left out of ``accuracy``).
 
+    :meth:`to_dict` holds each selection (:meth:`Selection.to_dict`) with its problem's traces, and,
+    for a reader, ``accuracy``, ``judged``, ``no_choice`` and ``ties`` (computed again on reading)."""
+
+    kind: ClassVar[str] = "selection"
     method: str
     aggregate: str | None
     selections: list[Selection]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    #: Keys of :meth:`to_dict` that are computed from the selections.
+    _DERIVED: ClassVar[tuple[str, ...]] = ("accuracy", "judged", "no_choice", "ties")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"method": self.method, "aggregate": self.aggregate, "accuracy": self.accuracy,
+                "judged": len(self.judged), "no_choice": self.no_choice, "ties": self.ties,
+                "selections": [{**s.to_dict(), "traces": [t.to_dict() for t in s.traces]}
+                               for s in self.selections], **self.extra}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], *, where: str | None = None) -> SelectionReport:
+        where = where or cls.kind
+        if not isinstance(d, Mapping):
+            raise FormatError(f"must be an object, got {type(d).__name__}", field=where)
+        sels = []
+        for i, s in enumerate(d.get("selections") or []):
+            try:
+                sels.append(Selection.from_dict(s, [Trace.from_dict(t) for t in s.get("traces") or []]))
+            except (KeyError, AttributeError, TypeError) as e:
+                raise FormatError(f"not a selection ({type(e).__name__}: {e})",
+                                  field=f"{where}.selections[{i}]") from None
+        known = {"method", "aggregate", "selections", *cls._DERIVED}
+        return cls(d.get("method", ""), d.get("aggregate"), sels,
+                   extra={k: v for k, v in d.items() if k not in known})
 
     @property
     def judged(self) -> list[Selection]:

@@ -6,10 +6,11 @@ from __future__ import annotations
 import hashlib
 import random
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
+from prmkit._result import Record
 from prmkit.errors import PrmkitError
 from prmkit.models import AlignmentError, Encoded, RewardModel
 from prmkit.trace import Trace, binarize
@@ -19,9 +20,20 @@ __all__ = ["DataReport", "step_targets", "outcome_target", "encode_traces", "len
 
 
 @dataclass
-class DataReport:
-    """What became of the traces given to training: used, rejected (by reason), steps cut."""
+class DataReport(Record):
+    """What became of the traces given to training: used, rejected (by reason), steps cut.
 
+    :meth:`to_dict` names ``settled`` ``settled_by_tool`` and gives ``positive`` (the sum of the
+    labelled positions' targets) as ``positive_fraction`` (of the labelled positions), the shape
+    training summaries have always had; :meth:`from_dict` reads the sum back from the fraction: exact
+    for hard labels (a whole number), to within float rounding for a sum of soft targets.
+
+    >>> r = DataReport(traces=3, used=2, labelled=4, positive=1.5, rejected=Counter({"no labels": 1}))
+    >>> DataReport.from_dict(r.to_dict()) == r, r.to_dict()["positive_fraction"]
+    (True, 0.375)
+    """
+
+    kind: ClassVar[str] = "train_data"
     traces: int = 0
     used: int = 0
     positions: int = 0
@@ -33,13 +45,25 @@ class DataReport:
     outcome_rules: Counter = field(default_factory=Counter)
     tokens: int = 0
     settled: int = 0  #: labelled steps left out of the loss because a tool check settles them
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"traces": self.traces, "used": self.used, "positions": self.positions,
                 "labelled": self.labelled, "positive_fraction": self.positive / max(self.labelled, 1),
                 "dropped_steps": self.dropped_steps, "truncated_traces": self.truncated_traces,
                 "rejected": dict(self.rejected), "outcome_rules": dict(self.outcome_rules),
-                "tokens": self.tokens, "settled_by_tool": self.settled}
+                "tokens": self.tokens, "settled_by_tool": self.settled, **self.extra}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], *, where: str | None = None) -> DataReport:
+        d = dict(d)
+        fraction = d.pop("positive_fraction", None)
+        if "settled_by_tool" in d:
+            d["settled"] = d.pop("settled_by_tool")
+        if isinstance(fraction, (int, float)) and isinstance(d.get("labelled"), int):
+            positive = fraction * max(d["labelled"], 1)
+            d["positive"] = float(round(positive)) if abs(positive - round(positive)) < 1e-9 else positive
+        return super().from_dict(d, where=where)
 
     def lines(self) -> list[str]:
         """What a terminal shows of it (the one way every result prints; :meth:`summary` is its line)."""
