@@ -20,7 +20,7 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prmkit.errors import MissingDependencyError
 from prmkit.eval._results import (
@@ -28,14 +28,19 @@ from prmkit.eval._results import (
     MethodCurve,
     PRMBenchClass,
     PRMBenchSection,
+    ProbesSection,
     ProcessBenchSection,
     ScoreBin,
     ScorerSteps,
     StepMetricsSection,
     ThresholdSweep,
+    probe_result_class,
 )
 from prmkit.eval._tts_section import tts_curves
 from prmkit.search import TtsResult
+
+if TYPE_CHECKING:
+    from prmkit.eval.probes import GamingResult, LengthBiasResult
 
 __all__ = [
     "PNG_SIGNATURE", "plot_bon", "bon_line_styles", "plot_reliability", "plot_length_bias", "plot_threshold_sweep",
@@ -244,24 +249,29 @@ def plot_reliability(step_metrics: StepMetricsSection | ScorerSteps | Mapping[st
     return _png(fig)
 
 
-def plot_length_bias(length_bias: Mapping[str, Any] | None) -> bytes | None:
+def plot_length_bias(length_bias: LengthBiasResult | ProbesSection | Mapping[str, Any] | None) -> bytes | None:
     """Mean trace score per number of steps (the length-bias probe's ``by_length``), marker area by
-    how many traces have that length."""
-    rows = [r for r in (length_bias or {}).get("by_length") or [] if r.get("mean_score") is not None]
+    how many traces have that length. Takes the probe's result (its dict is read into
+    :class:`~prmkit.eval.LengthBiasResult` first) or the ``probes`` section."""
+    from prmkit.eval.probes import LengthRow
+
+    lb = _probe_result("length_bias", length_bias)
+    rows = [r for r in (lb.by_length if lb is not None else None) or []
+            if isinstance(r, LengthRow) and r.mean_score is not None]
     if not rows:
         return None
-    rows = sorted(rows, key=lambda r: r.get("steps", 0))
+    rows = sorted(rows, key=lambda r: r.steps or 0)
     fig = _figure()
     ax = fig.add_subplot(1, 1, 1)
-    xs = [r.get("steps") for r in rows]
-    ys = [_num(r.get("mean_score")) for r in rows]
-    ns = [r.get("n") or 0 for r in rows]
+    xs = [r.steps for r in rows]
+    ys = [_num(r.mean_score) for r in rows]
+    ns = [r.n or 0 for r in rows]
     biggest = max(ns) or 1
     ax.plot(xs, ys, color=_COLORS[0], linewidth=1)
     ax.scatter(xs, ys, s=[20 + 180 * n / biggest for n in ns], color=_COLORS[0], alpha=0.7, zorder=3)
     ax.set_xlabel("number of steps")
-    ax.set_ylabel(f"mean score ({length_bias.get('aggregate') or 'aggregate'})")
-    rho = length_bias.get("spearman")
+    ax.set_ylabel(f"mean score ({lb.aggregate or 'aggregate'})")
+    rho = lb.spearman
     ax.set_title("Score by trace length" + (f" (Spearman {_num(rho):.3f})" if rho is not None else ""))
     ax.set_xticks(xs)
     ax.grid(True, alpha=0.3)
@@ -320,16 +330,15 @@ def plot_prmbench(prmbench: PRMBenchSection | Mapping[str, Any] | None) -> bytes
     return _png(fig)
 
 
-def plot_gaming(probes: Mapping[str, Any] | None) -> bytes | None:
+def plot_gaming(gaming: GamingResult | ProbesSection | Mapping[str, Any] | None) -> bytes | None:
     """Fraction of traces whose score rose under each perturbation, one bar per aggregate. Takes the
-    ``probes`` section or its ``gaming`` entry."""
-    gaming = probes or {}
-    if "perturbations" not in gaming:
-        gaming = gaming.get("gaming") or {}
-    perts = gaming.get("perturbations") or {}
+    gaming probe's result (its dict is read into :class:`~prmkit.eval.GamingResult` first) or the
+    ``probes`` section (typed or its dict)."""
+    g = _probe_result("gaming", gaming)
+    perts = g.rises() if g is not None else {}
     if not perts:
         return None
-    aggs = list(gaming.get("aggregates") or [])
+    aggs = list(g.aggregates or [])
     for per in perts.values():
         aggs += [a for a in per if a not in aggs]
     names = list(perts)
@@ -337,7 +346,7 @@ def plot_gaming(probes: Mapping[str, Any] | None) -> bytes | None:
     ax = fig.add_subplot(1, 1, 1)
     width = 0.8 / max(len(aggs), 1)
     for j, agg in enumerate(aggs):
-        ys = [100 * _num((perts[p].get(agg) or {}).get("frac_rose")) for p in names]
+        ys = [100 * _num(_frac_rose(perts[p].get(agg))) for p in names]
         ax.bar([i - 0.4 + width * (j + 0.5) for i in range(len(names))], ys, width=width,
                color=_COLORS[j % len(_COLORS)], label=agg)
     ax.set_xticks(range(len(names)))
@@ -349,6 +358,27 @@ def plot_gaming(probes: Mapping[str, Any] | None) -> bytes | None:
     ax.legend(fontsize=8, title="aggregate")
     fig.tight_layout()
     return _png(fig)
+
+
+def _frac_rose(stats: Any) -> float | None:
+    from prmkit.eval.probes import RiseStats
+
+    return stats.frac_rose if isinstance(stats, RiseStats) else None
+
+
+def _probe_result(name: str, x: Any) -> Any:
+    """Probe ``name``'s typed result from its result, its dict, or the ``probes`` section (typed or
+    its dict); None when there is none."""
+    if x is None:
+        return None
+    cls = probe_result_class(name)
+    if isinstance(x, cls):
+        return x
+    if isinstance(x, ProbesSection):
+        return x.result(name)
+    if name in x:  # the section's dict (a probe's own dict has no key of its name)
+        return ProbesSection.from_dict(x).result(name)
+    return cls.from_dict(x, where=f"probes.{name}") if x else None
 
 
 _MARKERS = ("o", "s", "^", "D", "v", "P")

@@ -30,7 +30,7 @@ from prmkit.search import TtsResult  # section "tts" (prmkit tts), registered wh
 __all__ = [
     "EvalResults", "OtherSection", "SummarySection", "Headline", "Rival", "BonSection", "BonLiveSection",
     "MethodCurve", "Comparison", "CheckedSection", "StepMetricsSection", "ScorerSteps", "ScoreBin",
-    "ProbesSection", "ProbeOutcome", "ProcessBenchSection", "BenchSplit", "ThresholdSweep",
+    "ProbesSection", "ProbeOutcome", "PROBE_RESULTS", "probe_result_class", "ProcessBenchSection", "BenchSplit", "ThresholdSweep",
     "PRMBenchSection", "PRMBenchClass", "OutOfRange", "Duplicates", "LabelsSection", "LabelPair",
     "MetaSection", "MonitorabilitySection", "MonitorRow", "MonitorRef", "MonitorabilityProvenance",
     "RateIntervals", "InterventionEffect", "SECTION_NAMES", "section_from_dict", "as_results",
@@ -279,14 +279,56 @@ class ProbeOutcome(Record):
         return dict(skipped) if isinstance(skipped, Mapping) else None
 
 
+#: Built-in probe name -> ``"module:attr"`` of the result class its probe returns (a Record whose
+#: dict is the probe's entry of the section): :meth:`ProbesSection.result` reads an entry back as it.
+PROBE_RESULTS: dict[str, str] = {
+    "collapse": "prmkit.eval.probes._collapse:CollapseResult",
+    "gaming": "prmkit.eval.probes._gaming:GamingResult",
+    "result_check": "prmkit.eval.probes._result_check:ResultCheckResult",
+    "length_bias": "prmkit.eval.probes._length_bias:LengthBiasResult",
+    "transfer": "prmkit.eval.probes._transfer:TransferResult",
+    "faithfulness": "prmkit.eval.probes._faithfulness:FaithfulnessResult",
+}
+
+
+def probe_result_class(name: str) -> type[Record] | None:
+    """The result class of the built-in probe ``name`` (:data:`PROBE_RESULTS`), or None (a plugin's
+    probe: its entry stays a :class:`ProbeOutcome`)."""
+    import importlib
+
+    target = PROBE_RESULTS.get(name)
+    if target is None:
+        return None
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
 @register_result
 @dataclass
 class ProbesSection(_ByName):
-    """Section ``probes``: probe name -> :class:`ProbeOutcome`."""
+    """Section ``probes``: probe name -> :class:`ProbeOutcome` (the verdict and the numbers, as the
+    report shows every probe's); :meth:`result` gives an entry typed as its probe's own result
+    (:class:`~prmkit.eval.GamingResult`, :class:`~prmkit.eval.LengthBiasResult`, ...).
+
+    >>> s = ProbesSection.from_dict({"length_bias": {"spearman": -0.5, "by_length": [{"steps": 2, "n": 3}]}})
+    >>> r = s.result("length_bias")
+    >>> type(r).__name__, r.spearman, r.by_length[0].n, s.result("gaming")
+    ('LengthBiasResult', -0.5, 3, None)
+    """
 
     kind: ClassVar[str] = "probes"
     entry: ClassVar[type[Record]] = ProbeOutcome
     entries: dict[str, ProbeOutcome | Any] = field(default_factory=dict)
+
+    def result(self, name: str) -> Record | None:
+        """Probe ``name``'s entry read as its probe's result class (a :class:`ProbeOutcome` for a
+        probe without a known one), or None when the section has no such entry (or it is not an
+        object)."""
+        entry = self.entries.get(name)
+        if not isinstance(entry, ProbeOutcome):
+            return None
+        cls = probe_result_class(name)
+        return entry if cls is None else cls.from_dict(entry.numbers, where=f"probes.{name}")
 
     def failed(self) -> list[str]:
         """The probes that failed."""
