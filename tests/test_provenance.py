@@ -15,6 +15,7 @@ from prmkit.provenance import (
     STAGE_ENTRIES,
     GenerateProvenance,
     GuidedProvenance,
+    LabelArgs,
     LabelProvenance,
     PolicyRef,
     PromptRef,
@@ -303,3 +304,22 @@ def test_sampling_and_prompt_are_typed_and_written_as_their_dicts():
     odd = GenerateProvenance.from_dict({"sampling": {"n": "four"}, "prompt": {"shots": 2.5}}, "x")
     assert odd.sampling.n is None and odd.sampling.extra == {"n": "four"} and odd.prompt.extra == {"shots": 2.5}
     assert odd.to_dict() == {"sampling": {"n": "four"}, "prompt": {"shots": 2.5}}
+
+
+def test_label_args_are_typed_where_labelers_share_them():
+    # What setup_rollouts records for binary (its own settings first), and a plugin's own settings.
+    written = {"max_rollouts": 16, "after_error": "negative", "policy": {"name": "golden", "model": "m"},
+               "k": 4, "max_new_tokens": 64, "temperature": 0.7, "top_p": 1.0, "seed": 0, "shots": None,
+               "answer_method": "sympy", "my_plugin_threshold": 0.3}
+    e = Provenance("label", "binary", {"args": written, "rollout_policy": None}).typed
+    a = e.args
+    assert isinstance(a, LabelArgs)
+    assert (a.k, a.seed, a.max_rollouts, a.after_error, a.policy.model) == (4, 0, 16, "negative", "m")
+    assert a.extra == {"my_plugin_threshold": 0.3} and a["my_plugin_threshold"] == 0.3 and "shots" in a
+    assert json.dumps(e.to_dict()) == json.dumps({"args": written, "rollout_policy": None})
+    # A value of another type than the field's (a plugin's k as a list) stays as it was written.
+    odd = LabelArgs.from_dict({"k": [1, 2], "seed": True})
+    assert (odd.k, odd.seed, odd.extra) == (None, None, {"k": [1, 2], "seed": True})
+    assert odd.to_dict() == {"k": [1, 2], "seed": True}
+    # A labeler builds its entry from its args dict: the same dict is written.
+    assert LabelProvenance("mc", args={"k": 2, "seed": 0}).to_dict() == {"args": {"k": 2, "seed": 0}}

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 __all__ = [
     "REDACTED", "is_secret_name", "redact_secrets", "redact_url", "redact_text", "secrets_of",
-    "PolicyRef", "SamplingRef", "PromptRef", "GenerateProvenance", "LabelProvenance", "ScoreProvenance", "SearchProvenance",
+    "PolicyRef", "SamplingRef", "PromptRef", "GenerateProvenance", "LabelArgs", "LabelProvenance", "ScoreProvenance", "SearchProvenance",
     "GuidedProvenance", "SelectProvenance", "TrainProvenance", "STAGE_ENTRIES", "parse",
 ]
 
@@ -339,23 +339,80 @@ class GenerateProvenance(_Entry):
 
 
 @dataclass
+class LabelArgs(_Entry):
+    """A labeler's arguments as it records them (``labeler.args``): the settings rollout and judge
+    labelers share are fields — the ``policy`` (its name and model), rollouts per prefix ``k``,
+    ``max_new_tokens``, ``temperature``, ``top_p``, ``seed``, worked examples (``shots``), how answers
+    are compared (``answer_method``), a judge's ``retries``, a search's ``max_rollouts`` and what the
+    steps after the first error get (``after_error``); a labeler's own settings (``mc``'s ``sources``,
+    ``omegaprm``'s ``search``, a plugin's) stay in ``extra``, no schema per labeler needed. Written
+    back in the order it was given or read.
+
+    >>> a = LabelArgs.from_dict({"sources": ["mc_hard"], "k": 8, "seed": 0, "temperature": 0.7})
+    >>> (a.k, a.seed, a.extra), a["k"], a.to_dict() == {"sources": ["mc_hard"], "k": 8, "seed": 0, "temperature": 0.7}
+    ((8, 0, {'sources': ['mc_hard']}), 8, True)
+    """
+
+    policy: PolicyRef | None = None
+    k: int | None = None
+    max_new_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    shots: int | None = None
+    answer_method: str | None = None
+    retries: int | None = None
+    max_rollouts: int | None = None
+    after_error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    _NESTED = {"policy": PolicyRef}
+    _TYPES: ClassVar[dict[str, Any]] = {
+        "policy": dict, "k": int, "max_new_tokens": int, "temperature": (int, float), "top_p": (int, float),
+        "seed": int, "shots": int, "answer_method": str, "retries": int, "max_rollouts": int,
+        "after_error": str}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> LabelArgs:
+        """Read a labeler's ``args`` dict (any labeler's, a plugin's too)."""
+        got, rest = cls._read(d, cls._TYPES)
+        return cls(**got, extra=rest, read_keys=tuple(d or {}))
+
+    # The arguments read as the dict they were written as, for code written before they were typed.
+    def __getitem__(self, key: str) -> Any:
+        return self.to_dict()[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.to_dict()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.to_dict().get(key, default)
+
+
+@dataclass
 class LabelProvenance(_Entry):
     """``label``: step labels from a labeler. ``name`` is the labeler's name; ``args`` its arguments
-    (recorded under ``"args"``); ``policies`` the policy behind each channel (``rollout``, ``judge``;
-    None where the channel never started), recorded as ``"<channel>_policy"``. A labeler without
-    channels (the symbolic checker) records its settings at the top level: they are in ``extra``.
+    (:class:`LabelArgs`, recorded under ``"args"``; a dict is read into one); ``policies`` the policy
+    behind each channel (``rollout``, ``judge``; None where the channel never started), recorded as
+    ``"<channel>_policy"``. A labeler without channels (the symbolic checker) records its settings at
+    the top level: they are in ``extra``.
 
     The label sources, models and rollouts of each step are on the step labels themselves
     (:class:`~prmkit.trace.StepLabel`), the cost in ``trace.meta["labeling"]``.
     """
 
     name: str
-    args: dict[str, Any] | None = None
+    args: LabelArgs | None = None
     policies: dict[str, PolicyRef | None] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
     stage: ClassVar[str] = "label"
     _ORDER = ("args", "*")
+    _NESTED = {"args": LabelArgs}
+
+    def __post_init__(self) -> None:
+        if isinstance(self.args, Mapping):
+            self.args = LabelArgs.from_dict(self.args)
 
     @property
     def judge_policy(self) -> PolicyRef | None:
@@ -363,7 +420,7 @@ class LabelProvenance(_Entry):
         return self.policies.get("judge")
 
     def _known(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"args": self.args}
+        out: dict[str, Any] = {"args": None if self.args is None else self.args.to_dict()}
         out.update({f"{ch}_policy": p.to_dict() if p is not None else None for ch, p in self.policies.items()})
         return out
 
