@@ -30,6 +30,24 @@ if (_workers := os.environ.get("PYTEST_XDIST_WORKER_COUNT")) and "OMP_NUM_THREAD
     os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // int(_workers)))
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``pytest -n N`` (pytest-xdist's ``load``): tests go to whichever worker is free, except the
+    documented commands of tests/test_readme.py, whose lines run in order in one folder per block:
+    each block goes to one worker whole (``test_readme.xdist_scope``). xdist's own ``loadgroup`` would
+    do this with marks, but it does not group on pytest 9.2 (pytest-dev/pytest-xdist#1386)."""
+    if config.getvalue("dist") != "load":
+        return None
+    from test_readme import xdist_scope
+    from xdist.scheduler import LoadScopeScheduling
+
+    class DocumentedBlocks(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid) or nodeid
+
+    return DocumentedBlocks(config, log)
+
+
 def _shared_data() -> Path:
     env = os.environ.get("PRMKIT_SHARED_DATA")
     return Path(env) if env else REPO.parent / "shared" / "data"

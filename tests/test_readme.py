@@ -672,18 +672,29 @@ def _run_case(case: Case, template, tmp_path_factory, capfd, request) -> None:
             [str(prmkit), "demo", "--quick"], cwd=cwd, capture_output=True, text=True, timeout=900))
 
 
-def _xdist_group(case: Case, cases: list[Case]) -> str:
-    """Under pytest-xdist (``-n``, ``--dist loadgroup``), the worker-sharing unit: a block's lines run in
-    order in one folder, so a block is one group; the blocks that start a server or a stand-in on a
-    fixed port are one group together, so no two of them run at once."""
+def _scopes(cases: list[Case]) -> dict[str, str]:
+    """Under pytest-xdist (``-n``), what one worker runs in order (tests/conftest.py's scheduler): a
+    block's lines run in order in one folder, so a block is one scope; the blocks that start a server
+    or a stand-in on a fixed port are one scope together, so no two of them run at once; the ``--help``
+    examples share one folder, so they are one scope too."""
     ports = {c.group for c in cases if c.background or c.stand_in}
-    return "readme-ports" if case.group in ports else f"readme:{case.group}"
+    return {c.where: "readme:servers" if c.group in ports else f"readme:{c.group}" for c in cases}
+
+
+_SCOPES = _scopes(README_CASES)
+
+
+def xdist_scope(nodeid: str) -> str | None:
+    """The scope of one of this module's cases by its test id (None: not one of them)."""
+    if (m := re.search(r"test_readme\.py::test_(readme|help_example)\[(\S+)", nodeid)) is None:
+        return None
+    return "readme:help" if m.group(1) == "help_example" else _SCOPES.get(m.group(2))
 
 
 def _params(cases: list[Case]) -> list:
     # Every case runs a documented command end to end (about half of the suite's time): the "slow"
     # tier, which CI runs; the fast tier keeps the extraction and marker checks above.
-    return [pytest.param(c, id=c.id(), marks=[pytest.mark.slow, pytest.mark.xdist_group(_xdist_group(c, cases))]
+    return [pytest.param(c, id=c.id(), marks=[pytest.mark.slow]
                          + ([pytest.mark.realdata] if c.realdata else [])
                          # a fresh venv and the whole demo: its own limit, above the suite's per-test one
                          + ([pytest.mark.timeout(2700)] if c.repository else []))
