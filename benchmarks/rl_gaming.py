@@ -34,7 +34,7 @@ scores under ``prm``, checker labels under ``symbolic``, ``meta.rl`` naming arm,
 report's gaming probe reads such a file beside its hand-made perturbations. Every run's curve is in the
 record (``benchmarks/results/rl_gaming.jsonl``).
 
-    python benchmarks/rl_gaming.py                      # 2 arms x 2 seeds x 20 steps (about 20 min on 2 cores)
+    python benchmarks/rl_gaming.py                      # 2 arms x 2 seeds x 20 steps (34 min measured on 2 shared cores, load 5-7)
     python benchmarks/rl_gaming.py --seeds 1 --steps 6 --eval-every 3 --eval-problems 8 --sft-steps 30  # a smoke run
 """
 
@@ -66,6 +66,36 @@ def per_problem(path: Path) -> list[tuple[float, int, int]]:
     return out
 
 
+def posthoc(work: Path, arms: list[str], seeds: int) -> None:
+    """A look added after the first run (not one of the rules above; no record): per arm, seeds pooled,
+    at every evaluation, the share of held-out steps that make no claim the checker can check (verdict
+    ``no_claim``, which the checker counts as valid), the validity of the steps that do make one, the
+    PRM's mean score on those, and pass@1."""
+    from prmkit.trace import read_traces
+
+    for arm in arms:
+        files = sorted((work / f"{arm}-0" / "eval").glob("step-*.jsonl"))
+        for f in files:
+            n = no_claim = claims = valid = correct = traces = 0
+            prm = 0.0
+            for s in range(seeds):
+                for t in read_traces(work / f"{arm}-{s}" / "eval" / f.name):
+                    traces += 1
+                    correct += t.outcome == "correct"
+                    for st in t.steps:
+                        lab = st.label("symbolic")
+                        n += 1
+                        if lab is None or lab.meta.get("verdict") == "no_claim":
+                            no_claim += 1
+                            continue
+                        claims += 1
+                        valid += bool(lab.positive)
+                        prm += st.scores.get("prm", 0.0)
+            print(f"{arm} {f.stem}: {n} steps, no-claim share {no_claim / max(n, 1):.3f}, "
+                  f"validity of claim steps {valid / max(claims, 1):.3f} ({valid}/{claims}), "
+                  f"PRM on claim steps {prm / max(claims, 1):.3f}, pass@1 {correct / max(traces, 1):.3f} ({correct}/{traces})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
@@ -80,7 +110,14 @@ def main() -> None:
     ap.add_argument("--sft-batch", type=int, default=16)
     ap.add_argument("--work", default=None, help="folder for the policy and the runs (default: a temporary one)")
     ap.add_argument("--traces-out", default=str(Path(__file__).resolve().parent / "results" / "rl_gaming_traces.jsonl"))
+    ap.add_argument("--posthoc", action="store_true",
+                    help="only print the post-hoc look (posthoc()) at the runs already in --work; no record")
     args = ap.parse_args()
+    if args.posthoc:
+        if not args.work:
+            raise SystemExit("--posthoc reads the runs of an earlier run: give its --work folder")
+        posthoc(Path(args.work), args.arms, args.seeds)
+        return
 
     import numpy as np
     import torch
