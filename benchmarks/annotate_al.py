@@ -49,6 +49,7 @@ import argparse
 import dataclasses
 import random
 import shlex
+import shutil
 import sqlite3
 import sys
 import tempfile
@@ -231,6 +232,7 @@ def run_seed(seed: int, args: argparse.Namespace, tmp: Path, say: Any) -> tuple[
     seed_prm = train_prm(d / "seed-labels.jsonl", d / "prm-seed", args, seed)
     score(seed_prm, pool, SEED_KEY)
     del seed_prm
+    shutil.rmtree(d / "prm-seed")  # a minilm checkpoint is 90 MB: 39 of them would fill the disk
     scored_file = d / "pool-scored.jsonl"
     write(pool, scored_file, "prmkit")
     info["seconds"]["seed_prm"] = time.perf_counter() - t0
@@ -251,6 +253,7 @@ def run_seed(seed: int, args: argparse.Namespace, tmp: Path, say: Any) -> tuple[
             prm = train_prm(labels, d / f"prm-{strategy}-{budget}", args, seed)
             score(prm, heldout, arm_key(strategy, budget))
             del prm
+            shutil.rmtree(d / f"prm-{strategy}-{budget}")
             info.setdefault("labels", {})[arm_key(strategy, budget)] = exported.labels
             info.setdefault("traces", {})[arm_key(strategy, budget)] = exported.traces
         info["seconds"][strategy] = time.perf_counter() - t0
@@ -386,6 +389,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"command: {cmd}")
 
     ratio = None
+    learnt = [figures[a]["auroc_lo"] for a in arms if figures[a]["auroc_lo"] == figures[a]["auroc_lo"]]
+    if not learnt or max(learnt) <= 0.5 or max(figures[a]["bo16"] for a in arms) <= rp:
+        print("warning: no arm's step AUROC interval lies above 0.5, or no arm's best-of-16 beats picking "
+              f"at random ({rp:.3f}): the PRM learnt next to nothing from these labels, so the ratio below "
+              "compares noise (try --model minilm)")
     if "random" in args.strategies and top == 400:
         name, need, ratio = best_ratio(acc_curves)
         target = acc_curves["random"][400]
