@@ -39,6 +39,8 @@ RATIO_NAMES = {
     "demo": "prmkit demo wall time / 15 minutes",
     "omegaprm": "OmegaPRM / Monte Carlo, rollouts",
     "rl_arms": "dense oracle / outcome-only, held-out pass@1",
+    "rl_gaming": "prm+oracle / prm-only held-out gap (PRM step score - step validity), after training",
+    "annotate_al": "labels the best strategy needs to match random@400 / 400",
     "search_mcts": "MCTS / best-of-N, accuracy",
 }
 

@@ -12,6 +12,9 @@ import pytest
 from prmkit._result import RESULT_KINDS, Record, Result
 from prmkit.errors import FormatError
 from prmkit.eval import (
+    AnnotationSection,
+    AnnotatorPair,
+    AnnotatorRow,
     BenchSplit,
     BonLiveSection,
     BonSection,
@@ -70,6 +73,11 @@ _card.set("tool_scaffold", "none", "user")
 #: One hand-built instance of every result kind (each registered kind must be here).
 INSTANCES: dict[str, Result] = {
     "summary": _SUMMARY,
+    "annotation": AnnotationSection(db="labels.sqlite", items=12, queued=10, traces_done=8, labels=40, flagged=1,
+                                    double_labelled_steps=6, agreement=0.5, raw_agreement=0.75, seconds_per_label=4.0,
+                                    labels_per_hour=900.0, trace_hours=0.05,
+                                    annotators=[AnnotatorRow("ann", 8, 40, 160.0, 180.0, 1)],
+                                    pairs=[AnnotatorPair("ann", "bob", 6, 0.5)]),
     "tts": TtsResult(recipe="quick", problems=2, budgets=[2], policy="p", verifiers={"prm": "--model default"},
                      cells=[TtsCell("bon", 2, "last", "prm", 2, 2, 1, 40, 90)]),
     "bon": _BON,

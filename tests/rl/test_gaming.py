@@ -172,13 +172,18 @@ def test_the_probe_reads_an_optimiser_trace_file_from_its_context(tmp_path):
     write_traces([FOOLING], path)
     ctx = ProbeContext(traces=PROBE_TRACES, scorer=_probe_scorer())
     assert "optimiser" not in GamingProbe().run(ctx)
-    ctx.optimiser_traces = str(path)  # what a context field would carry (see docs/rl.md)
+    ctx = ProbeContext(traces=PROBE_TRACES, scorer=_probe_scorer(), optimiser_traces=str(path))
     out = GamingProbe().run(ctx)
     assert out["optimiser"]["source"] == str(path) and out["optimiser"]["fooled_steps"] == 2
     assert "of the optimiser's wrong steps passed" in GamingProbe().headline(out)
     doc = ReportDoc()
     assert "optimiser" in GamingProbe().details(doc, out, set())
     assert any("2 of their 2 wrong steps (100.0%)" in str(b) and "1 of 1 traces" in str(b) for b in doc.blocks)
+    # run_probes (and so `prmkit eval probes --optimiser-traces`) hands the file to the probe
+    from prmkit.eval import run_probes
+
+    section = run_probes(_probe_scorer(), PROBE_TRACES, probes=["gaming"], optimiser_traces=str(path))
+    assert section["gaming"]["optimiser"] == out["optimiser"]
     path.write_text('{"id": "x"}\n')
     with pytest.raises(Exception, match="fooling.jsonl"):
         GamingProbe().run(ctx)

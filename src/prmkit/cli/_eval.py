@@ -191,6 +191,9 @@ def probes(
              "each for half of them).", callback=input_files)] = None,
     transfer_limit: Annotated[int, typer.Option(min=1, help="Problems taken from --transfer-gsm8k.")] = 50,
     gaming_traces: Annotated[int, typer.Option(min=1, help="Traces the gaming probe perturbs.")] = 64,
+    optimiser_traces: Annotated[Path | None, typer.Option(
+        help="Traces a real optimiser produced against a PRM (e.g. benchmarks/rl_gaming.py's fooling traces): "
+             "the gaming probe says how many of their wrong steps this PRM passes.", callback=input_files)] = None,
     only: Annotated[list[str] | None, typer.Option("--probe", help=probe_help(),
                                                   callback=check_probes)] = None,
     aggregate: AggregateOpt = "min",
@@ -209,7 +212,7 @@ def probes(
     sections = _task("probes", inp, {"label_source": label_source, "transfer": transfer,
                                      "transfer_gsm8k": transfer_gsm8k, "transfer_limit": transfer_limit,
                                      "gaming_traces": gaming_traces, "aggregate": aggregate, "seed": seed,
-                                     "probe": only}, sc)
+                                     "probe": only, "optimiser_traces": optimiser_traces}, sc)
     _save("", sections.to_dict(), json_out)
 
 

@@ -224,3 +224,7 @@ __all__ += ["EVAL_TASKS", "EvalTask", "DataSource", "TaskOption", "TaskContext",
             "get_eval_task", "run_eval_task", "run_eval_tasks", "eval_tasks_file", "load_task_file",
             "describe_eval_task", "list_eval_tasks", "parse_data_args", "parse_task_args", "shared_data_dir",
             "Record", "Result"]
+
+from prmkit.eval._annotation_section import AnnotationSection, AnnotatorPair, AnnotatorRow  # noqa: E402
+
+__all__ += ["AnnotationSection", "AnnotatorRow", "AnnotatorPair"]

@@ -150,12 +150,14 @@ def bon_file(path: str | os.PathLike, *, prm_key: str = "prm", orm_key: str = "o
 def probes_file(path: str | os.PathLike, scorer: StepScorer, *, label_source: str | None = None,
                 transfer: Sequence[str | os.PathLike] = (), transfer_gsm8k: str | os.PathLike | None = None,
                 transfer_limit: int = 50, gaming_traces: int = 64, aggregate: str = "min", seed: int = 0,
-                probes: Sequence[str] | None = None, progress: bool = True
+                probes: Sequence[str] | None = None, progress: bool = True,
+                optimiser_traces: str | os.PathLike | None = None
                 ) -> tuple[ProbesSection, list[tuple[str, str]]]:
     """The failure-mode probes (:func:`~prmkit.eval.run_probes`) on a file of labelled traces; the
     transfer probe compares them with each ``transfer`` file and, from ``transfer_gsm8k``, GSM8K
-    reference solutions with one corrupted step for half of them. Returns the probes section and
-    the traces that could not be scored."""
+    reference solutions with one corrupted step for half of them; the gaming probe also scores
+    ``optimiser_traces`` (a trace file a real optimiser produced, e.g. ``prmkit rl``'s fooling traces).
+    Returns the probes section and the traces that could not be scored."""
     if scorer is None:
         raise PrmkitError("the probes score perturbed traces: give the PRM with --model DIR")
     key = "probe"
@@ -172,7 +174,7 @@ def probes_file(path: str | os.PathLike, scorer: StepScorer, *, label_source: st
     name = Path(path).stem
     result = run_probes(scorer, s.traces, key=key, score=False, label_source=label_source,
                         aggregate=aggregate, seed=seed, gaming_traces=gaming_traces,
-                        transfer_sources=sources or None, in_domain=name if sources else None,
+                        optimiser_traces=optimiser_traces, transfer_sources=sources or None, in_domain=name if sources else None,
                         probes=probes)
     return ProbesSection.from_dict(result), s.skipped
 

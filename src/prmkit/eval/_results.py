@@ -594,7 +594,7 @@ class OtherSection:
 
 #: The report's sections that have a class (registered under the section's name as its kind).
 SECTION_NAMES = ("summary", "card", "bon", "checked", "bon_live", "step_metrics", "probes", "processbench",
-                 "prmbench", "labels", "refusals", "monitorability", "meta", TtsResult.kind)
+                 "prmbench", "labels", "refusals", "monitorability", "meta", TtsResult.kind, "annotation")
 
 
 def section_from_dict(name: str, value: Any) -> Any:

@@ -116,7 +116,8 @@ def _probes(ctx: TaskContext) -> ProbesSection:
     result, skipped = probes_file(ctx.data[0], ctx.prm(), label_source=o["label_source"], transfer=o["transfer"] or [],
                                   transfer_gsm8k=o["transfer_gsm8k"], transfer_limit=o["transfer_limit"],
                                   gaming_traces=o["gaming_traces"], aggregate=o["aggregate"], seed=o["seed"],
-                                  probes=o["probe"] or None, progress=ctx.progress)
+                                  probes=o["probe"] or None, progress=ctx.progress,
+                                  optimiser_traces=o["optimiser_traces"])
     ctx.unscored(skipped)
     ctx.say(result.lines())
     return result
@@ -134,6 +135,7 @@ PROBES_TASK = EvalTask(
              TaskOption("transfer_gsm8k", Path, None, "build the second source from a GSM8K file"),
              TaskOption("transfer_limit", int, 50, "problems taken from transfer_gsm8k", minimum=1),
              TaskOption("gaming_traces", int, 64, "traces the gaming probe perturbs", minimum=1),
+             TaskOption("optimiser_traces", Path, None, "a real optimiser's traces the gaming probe scores too"),
              TaskOption("probe", str, None, "run only this probe (default: every one the inputs allow)", many=True),
              TaskOption("aggregate", str, "min", "step scores -> trace score"),
              TaskOption("seed", int, 0, "seed of the perturbations")),

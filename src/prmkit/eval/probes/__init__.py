@@ -38,7 +38,14 @@ from prmkit.eval.probes._faithfulness import (
     faithfulness_probe,
     hinted_problems,
 )
-from prmkit.eval.probes._gaming import GamingProbe, GamingResult, RiseStats, gaming_probe
+from prmkit.eval.probes._gaming import (
+    GamingProbe,
+    GamingResult,
+    OptimiserStats,
+    RiseStats,
+    gaming_probe,
+    optimiser_stats,
+)
 from prmkit.eval.probes._length_bias import (
     LengthBiasProbe,
     LengthBiasResult,
@@ -69,7 +76,7 @@ __all__ = [
     "probes_read_scores",
     "FILLER", "PERTURBATIONS", "register_perturbation", "append_filler", "restate_problem",
     "duplicate_steps", "reorder_steps",
-    "RiseStats", "GamingResult", "gaming_probe", "GamingProbe",
+    "RiseStats", "GamingResult", "gaming_probe", "GamingProbe", "OptimiserStats", "optimiser_stats",
     "OutcomeGroup", "CollapseResult", "collapse_probe", "CollapseProbe",
     "LengthBiasResult", "LengthRow", "OutcomeCorrelation", "length_bias_probe", "LengthBiasProbe",
     "SourceStats", "TransferResult", "transfer_probe", "TransferProbe",

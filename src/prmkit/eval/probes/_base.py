@@ -11,6 +11,7 @@ one file: a class like :class:`~prmkit.eval.CollapseProbe`, registered with :fun
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -39,7 +40,9 @@ class ProbeContext:
     score traces of their own (None: they are not applicable). ``label_source``: which step labels of
     ``traces`` to use (None: each step's latest). ``aggregate``: the trace score for length bias.
     ``seed``: for anything drawn at random. ``gaming_traces``: how many traces the gaming probe
-    perturbs (None: all it can). ``transfer_sources`` (name -> labelled traces) and ``in_domain``,
+    perturbs (None: all it can). ``optimiser_traces``: traces a real optimiser produced against a PRM
+    (a trace file's path, or traces), which the gaming probe scores beside its perturbations (None:
+    none). ``transfer_sources`` (name -> labelled traces) and ``in_domain``,
     the source the PRM was trained on: see :func:`run_probes`.
     """
 
@@ -50,6 +53,7 @@ class ProbeContext:
     aggregate: str = "min"
     seed: int = 0
     gaming_traces: int | None = None
+    optimiser_traces: str | os.PathLike | Sequence[Trace] | None = None
     transfer_sources: Mapping[str, Sequence[Trace]] = field(default_factory=dict)
     in_domain: str | None = None
 
@@ -132,6 +136,7 @@ def probes_read_scores(names: Sequence[str] | None) -> bool:
 def run_probes(scorer: StepScorer | None, traces: Sequence[Trace], *, key: str | None = None,
                score: bool = True, label_source: str | None = None, aggregate: str = "min",
                seed: int = 0, gaming_traces: int | None = None,
+               optimiser_traces: str | os.PathLike | Sequence[Trace] | None = None,
                transfer_sources: Mapping[str, Sequence[Trace]] | None = None,
                in_domain: str | None = None, probes: Sequence[str] | None = None) -> dict[str, Any]:
     """The evaluation report's ``"probes"`` section: probe name -> its result dict, in the order of
@@ -143,7 +148,8 @@ def run_probes(scorer: StepScorer | None, traces: Sequence[Trace], *, key: str |
     else their stored scores are used. ``label_source``: which of their step labels to use (None:
     each step's latest). ``aggregate``: the trace score of the length-bias probe. The gaming probe
     perturbs the first ``gaming_traces`` traces with at least two steps (None: all of them) and
-    scores them with ``scorer``; ``seed`` draws its perturbations.
+    scores them with ``scorer``; ``seed`` draws its perturbations; ``optimiser_traces`` (a trace
+    file or traces a real optimiser produced, step labels from a checker) are scored beside them.
 
     Transfer: ``transfer_sources`` maps names to labelled traces, each scored here by ``scorer``.
     ``in_domain`` names the source the PRM was trained on: one of ``transfer_sources`` (then every
@@ -176,7 +182,7 @@ def run_probes(scorer: StepScorer | None, traces: Sequence[Trace], *, key: str |
         score_traces(scorer, traces, key, aggregate=aggregate)
     ctx = ProbeContext(traces=traces, scorer=scorer, key=key, label_source=label_source,
                        aggregate=aggregate, seed=seed, gaming_traces=gaming_traces,
-                       transfer_sources=dict(transfer_sources or {}), in_domain=in_domain)
+                       optimiser_traces=optimiser_traces, transfer_sources=dict(transfer_sources or {}), in_domain=in_domain)
     out: dict[str, Any] = {}
     for name in list(PROBES):  # read now: probes registered after import run too
         if probes is not None and name not in probes:

@@ -257,8 +257,7 @@ class GamingProbe:
         chosen = [t for t in ctx.traces if len(t.steps) >= 2]
         if ctx.gaming_traces is not None:
             chosen = chosen[:ctx.gaming_traces]
-        # optional: a context that carries a real optimiser's traces (a trace file's path, or traces)
-        given = getattr(ctx, "optimiser_traces", None)
+        given = ctx.optimiser_traces  # a real optimiser's traces (a trace file's path, or traces)
         if given is None:
             return gaming_probe(ctx.scorer, chosen, seed=ctx.seed).to_dict()
         traces, source = load_optimiser_traces(given)
