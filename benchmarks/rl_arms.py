@@ -4,13 +4,17 @@ small policy trained from scratch on ``arith``.
 The policy: a character-level Llama (hidden 128, 4 layers, about 0.8M parameters) trained here by
 next-token prediction on reference solutions of ``arith`` problems (1-2 operations, + and -), seeds no
 evaluation uses, for ``--sft-steps`` steps: it writes the format and makes real arithmetic mistakes.
-Then three arms of GRPO, each from that same policy, with ``--seeds`` seeds each, at equal steps, equal
+Then five arms of GRPO, each from that same policy, with ``--seeds`` seeds each, at equal steps, equal
 prompts and equal group size (so equal sampled completions; the sampled *tokens* are reported per arm):
 
 - ``outcome``: ``rewards: {outcome: 1}`` (the environment's answer check);
 - ``oracle``: ``rewards: {outcome: 1, oracle: 1}`` (plus the symbolic checker's verdict of each step,
   dense, by DeepSeekMath's process-supervision rule);
-- ``prm``: ``rewards: {outcome: 1, prm: 1}`` (plus the shipped PRM's min step score, trace level).
+- ``prm``: ``rewards: {outcome: 1, prm: 1}`` (plus the shipped PRM's min step score, trace level);
+- ``prm_dense``: ``rewards: {outcome: 1, prm_dense: 1}`` (plus each step's PRM score on that step's
+  tokens, by the same process-supervision rule as ``oracle``);
+- ``pav``: ``rewards: {outcome: 1, pav: 1}`` (plus each step's process advantage from the PRM: its score
+  after the step minus before it).
 
 Held-out: ``--eval-problems`` problems of seed 0 (indices below the training problems'), greedy, judged
 by the environment (pass@1: final answer right; step validity: share of steps the checker accepts).
@@ -20,9 +24,10 @@ arm's pooled held-out pass@1 (seeds x problems) is above ``outcome``'s and the 9
 of the difference (from the two Wilson intervals) excludes 0. Pooling seeds over the same problems
 overstates the sample size (the problems repeat); with 3 x 40 greedy answers per arm only a difference
 of about 15 points could show. Anything else is "no detectable difference", not "no effect". The same
-rule for ``prm`` against ``outcome``.
+rule for ``prm`` against ``outcome``, and for ``prm_dense`` and ``pav`` (arms added after the first
+record, the rule written before their first run).
 
-    python benchmarks/rl_arms.py                    # 3 seeds x 3 arms, 30 steps each
+    python benchmarks/rl_arms.py                    # 3 seeds x 5 arms, 30 steps each
     python benchmarks/rl_arms.py --arms outcome oracle --seeds 2 --steps 10   # smaller
 """
 
@@ -38,7 +43,8 @@ from pathlib import Path
 
 import _record  # notes the load average before the run
 
-ARMS = {"outcome": {"outcome": 1.0}, "oracle": {"outcome": 1.0, "oracle": 1.0}, "prm": {"outcome": 1.0, "prm": 1.0}}
+ARMS = {"outcome": {"outcome": 1.0}, "oracle": {"outcome": 1.0, "oracle": 1.0}, "prm": {"outcome": 1.0, "prm": 1.0},
+        "prm_dense": {"outcome": 1.0, "prm_dense": 1.0}, "pav": {"outcome": 1.0, "pav": 1.0}}
 ENV = {"steps": [1, 2], "ops": ["+", "-"], "max_operand": 20}
 # No system prompt and no worked examples: the problem, a newline, then the solution.
 TEMPLATE = ("{% for m in messages %}{% if m['role'] == 'user' %}{{ m['content'] }}\n{% endif %}{% endfor %}"
