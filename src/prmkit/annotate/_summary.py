@@ -10,62 +10,25 @@ hour of that time; ``trace_hours`` is the time spent on whole traces (reading th
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import combinations
 
-from prmkit._result import Record, record_field
 from prmkit.annotate._store import VALUES, Store
+from prmkit.eval import AnnotationSection, AnnotatorPair, AnnotatorRow
 
 __all__ = ["AnnotationSummary", "AnnotatorProgress", "PairAgreement", "summarize"]
 
-
-@dataclass
-class AnnotatorProgress(Record):
-    """One annotator's work: traces finished, step labels, seconds on steps and on traces, flags."""
-
-    kind = "annotator"
-    name: str = ""
-    traces_done: int = 0
-    labels: int = 0
-    step_seconds: float = 0.0
-    trace_seconds: float = 0.0
-    flagged: int = 0
-    extra: dict = field(default_factory=dict)
+#: One annotator's work (the report's record of it): traces finished, step labels, seconds, flags.
+AnnotatorProgress = AnnotatorRow
+#: Cohen's kappa of two annotators over the steps both rated (the report's record of it).
+PairAgreement = AnnotatorPair
 
 
 @dataclass
-class PairAgreement(Record):
-    """Cohen's kappa of two annotators over the steps both rated (None: undefined, see
-    :func:`prmkit.eval.cohen_kappa`)."""
-
-    kind = "pair_agreement"
-    a: str = ""
-    b: str = ""
-    steps: int = 0
-    kappa: float | None = None
-    extra: dict = field(default_factory=dict)
-
-
-@dataclass
-class AnnotationSummary(Record):
-    """What a labeling database holds: progress, agreement (kappa) and cost (time per step label)."""
-
-    kind = "annotation"
-    label_source: str = "human"
-    items: int = 0
-    queued: int = 0
-    traces_done: int = 0
-    labels: int = 0
-    flagged: int = 0
-    double_labelled_steps: int = 0
-    agreement: float | None = None
-    raw_agreement: float | None = None
-    seconds_per_label: float | None = None
-    labels_per_hour: float | None = None
-    trace_hours: float = 0.0
-    annotators: list = record_field(records=AnnotatorProgress, factory=list)
-    pairs: list = record_field(records=PairAgreement, factory=list)
-    extra: dict = field(default_factory=dict)
+class AnnotationSummary(AnnotationSection):
+    """What a labeling database holds: progress, agreement (kappa) and cost (time per step label).
+    The report's ``annotation`` section (:class:`prmkit.eval.AnnotationSection`), with the lines a
+    terminal and the admin page show."""
 
     def lines(self) -> list[str]:
         def num(x: float | None, fmt: str) -> str:

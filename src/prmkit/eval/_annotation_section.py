@@ -5,7 +5,8 @@ Agreement is Fleiss' kappa over the steps two annotators rated (``prmkit annotat
 asks for them), with the raw agreement beside it and Cohen's kappa per pair of annotators; cost is the
 time the labeling page measured, from showing a step to its rating: seconds per step label and labels
 per hour of that time, and the time spent on whole traces (reading the problem included). The fields
-are those of :class:`prmkit.annotate.AnnotationSummary`, so its ``to_dict()`` is a valid section.
+are what a labeling database's summary holds: :class:`prmkit.annotate.AnnotationSummary` is this
+section with the longer lines a terminal shows.
 """
 
 from __future__ import annotations
