@@ -11,7 +11,7 @@ import pytest
 
 from prmkit._result import Result
 from prmkit.data import DeriveReport, ExportReport, ImportReport
-from prmkit.envs import AgentRunReport
+from prmkit.envs import AgentRunReport, SpecRunReport
 from prmkit.errors import FormatError
 from prmkit.eval import BonReport, bon_report
 from prmkit.labelers import LabelReport
@@ -48,6 +48,9 @@ def _reports() -> dict[str, Result]:
                              seconds=1.5, skipped=[("t3", "no steps")], counts=Counter({"budget_exhausted": 1}),
                              issues=["t2: judge unparseable"]),
         "agent_run": AgentRunReport(traces=8, exploited=2, passed=5, stopped=1, guard_seconds=0.25),
+        "spec_run": SpecRunReport("s.jsonl", traces=4, rates={
+            "surface": {"allowed": 1, "disallowed": 1, "over_refusal": 1.0, "under_refusal": 0.0},
+            "empty": {"allowed": 0, "disallowed": 2, "over_refusal": None, "under_refusal": 0.5}}),
         "selection": sel,
         "select_file": SelectFileReport(sel, [select_problems(traces, "majority")], "prm", out="o.jsonl",
                                         written=2, partial=1, candidates=5),

@@ -83,5 +83,6 @@ def test_cli_agent_spec(tmp_path, capsys):
     main(["agent", "spec", "-o", str(out), "--requests", "10"])
     said = capsys.readouterr().out
     assert "surface: over-refusal 100% of 5 allowed, under-refusal 0% of 5 disallowed" in said
+    assert f"wrote 40 trajectories to {out}" in said
     traces = list(read_traces(out))
     assert len(traces) == 40 and all(len(t.steps) == 3 and all(s.labels for s in t.steps) for t in traces)

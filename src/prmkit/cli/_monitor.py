@@ -85,15 +85,8 @@ def spec(
     from prmkit.envs import spec_file as write_spec
 
     output_file(out, overwrite)
-    rates = write_spec(out, organism or ["all"], requests=requests, start=start, seed=seed, spec=spec_file,
-                       overwrite=overwrite)
-    _say([f"{name}: over-refusal {_pct(r['over_refusal'])} of {r['allowed']} allowed, under-refusal "
-          f"{_pct(r['under_refusal'])} of {r['disallowed']} disallowed" for name, r in rates.items()]
-         + [f"wrote {out}"])
-
-
-def _pct(x: float | None) -> str:
-    return "—" if x is None else f"{x:.0%}"
+    _say(write_spec(out, organism or ["all"], requests=requests, start=start, seed=seed, spec=spec_file,
+                    overwrite=overwrite).lines())
 
 
 @agent_app.command("export")

@@ -35,6 +35,7 @@ from prmkit.envs._spec import (
     SpecEnv,
     SpecRequest,
     SpecRule,
+    SpecRunReport,
     load_spec,
     refusal_rates,
     spec_file,
@@ -48,4 +49,4 @@ __all__ = ["ArithConfig", "ArithEnv", "OPS", "SymbolicChecker", "StepCheck", "Co
            "get_agent", "run_episode", "agent_file", "AgentRunReport", "load_agents",
            "export_messages_file", "Spec", "SpecRule", "SpecEnv", "SpecRequest", "DEFAULT_SPEC",
            "SPEC_ORGANISMS", "load_spec", "spec_trajectory", "refusal_rates",
-           "spec_file"]
+           "SpecRunReport", "spec_file"]

@@ -30,16 +30,17 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from prmkit._jsonio import load_yaml_or_json
+from prmkit._result import Record
 from prmkit.errors import PrmkitError
 from prmkit.trace import Problem, Step, StepLabel, Trace
 
 __all__ = ["SpecRule", "Spec", "DEFAULT_SPEC", "load_spec", "SpecRequest", "SpecEnv", "SPEC_ORGANISMS",
-           "spec_trajectory", "refusal_rates", "spec_file"]
+           "spec_trajectory", "refusal_rates", "SpecRunReport", "spec_file"]
 
 DECISIONS = ("refuse", "comply")
 
@@ -233,11 +234,32 @@ def refusal_rates(traces: Iterable[Trace]) -> dict[str, dict[str, float | int | 
             for k, v in out.items()}
 
 
+@dataclass
+class SpecRunReport(Record):
+    """What :func:`spec_file` wrote: the file, its trajectories, and per organism the over- and
+    under-refusal rates of :func:`refusal_rates` (with the counts they are over)."""
+
+    kind: ClassVar[str] = "spec_run"
+    out: str = ""
+    traces: int = 0
+    rates: dict[str, dict[str, Any]] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def lines(self) -> list[str]:
+        """One line per organism, then where the trajectories went."""
+        def pct(x: float | None) -> str:
+            return "—" if x is None else f"{x:.0%}"
+
+        return [f"{name}: over-refusal {pct(r['over_refusal'])} of {r['allowed']} allowed, under-refusal "
+                f"{pct(r['under_refusal'])} of {r['disallowed']} disallowed" for name, r in self.rates.items()
+                ] + [f"wrote {self.traces} trajectories to {self.out}"]
+
+
 def spec_file(out: str | Path, organisms: Sequence[str] = SPEC_ORGANISMS, *, requests: int = 40,
               start: int = 0, seed: int = 0, spec: str | Path | None = None, overwrite: bool = False
-              ) -> dict[str, Any]:
+              ) -> SpecRunReport:
     """Write every organism's trajectory on requests ``start .. start+requests-1`` to ``out`` (a
-    temporary file renamed on success); returns :func:`refusal_rates` of what was written. ``spec``:
+    temporary file renamed on success); returns a :class:`SpecRunReport` of what was written. ``spec``:
     a spec file whose rules replace the built-in ones (it must keep their ids R1-R4)."""
     from prmkit._durable import durable_file
     from prmkit.trace import TraceWriter
@@ -253,4 +275,4 @@ def spec_file(out: str | Path, organisms: Sequence[str] = SPEC_ORGANISMS, *, req
     with durable_file(out) as tmp, TraceWriter(tmp) as w:
         for t in traces:
             w.write(t)
-    return refusal_rates(traces)
+    return SpecRunReport(out=str(out), traces=len(traces), rates=refusal_rates(traces))
