@@ -19,7 +19,7 @@ from prmkit.monitor import MonitorRunReport
 from prmkit.scoring import ScoreReport
 from prmkit.search import SearchFileReport, SelectFileReport, select_problems
 from prmkit.trace import Problem, Step, Trace
-from prmkit.train import DataReport
+from prmkit.train import DataReport, TrainResult
 
 
 def _traces() -> list[Trace]:
@@ -56,6 +56,9 @@ def _reports() -> dict[str, Result]:
                                         written=2, partial=1, candidates=5),
         "search_file": SearchFileReport("o.jsonl", "beam", problems=4, judged=3, right=2, generated_tokens=900,
                                         scored_tokens=400, options={"beam_width": 2}),
+        "train": TrainResult("runs/prm", 8, 4.0, 1200, 1300, {"used": 6}, None,
+                             {"eval_loss": 0.25, "auroc": 0.875, "eval_traces": 4}, [{"step": 8, "loss": 0.3}],
+                             precision={"requested": "auto", "used": "fp32"}, optimizer="fused"),
         "train_data": DataReport(traces=6, used=2, positions=4, labelled=4, positive=3.0, dropped_steps=2,
                                  truncated_traces=1, rejected=Counter({"no steps": 1}), tokens=30, settled=1),
         "derive": DeriveReport(items=5, problems=4, traces=6, correct=2, by_type=Counter({"arith": 4}),
@@ -92,6 +95,10 @@ def test_read_back_reports_keep_their_types():
     assert imported.skipped_rows()[0]["id"] == "r7"
     sel = type(r["selection"]).from_dict(r["selection"].to_dict())
     assert sel.accuracy == r["selection"].accuracy == 0.5 and sel.selections[0].trace.id == "p1-0"
+    train = TrainResult.from_dict(json.loads(json.dumps(r["train"].to_dict())))
+    assert train.lines() == ["8 optimizer steps in 4 s (300 tokens/s): runs/prm",
+                             "final eval: eval_loss 0.2500, auroc 0.8750"]  # ints (eval_traces) left out
+    assert train.tokens_per_s == 300.0 and TrainResult.from_dict({**r["train"].to_dict(), "eval": None}).eval_line() is None
     bon = BonReport.from_dict(r["bon_report"].to_dict())
     assert bon.curves.lines() == r["bon_report"].curves.lines()
     # An old training summary (no "positive" key) reads the sum back from the fraction.

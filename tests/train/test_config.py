@@ -89,8 +89,9 @@ def test_bad_files(tmp_path):
         load_config("nope.yaml")
 
 
-SHIPPED = [
-    "default-orm", "default-prm", "minilm", "public-prm", "qwen2.5-math-7b-gpu", "smollm2-lora", "tiny"]
+SHIPPED = ["default-orm", "default-prm", "default-word", "default-word-orm", "minilm", "public-prm",
+           "qwen2.5-math-7b-gpu", "smollm2-lora", "tiny"]
+LORA = ("smollm2-lora", "default-prm", "default-orm", "default-word", "default-word-orm", "public-prm")
 
 
 def test_the_shipped_configs_are_listed():
@@ -104,7 +105,7 @@ def test_every_shipped_config_loads(name):
     first = example_configs()[name].read_text().splitlines()[0]
     kind = "orm" if name.endswith("-orm") else "prm"
     assert first.startswith("# ") and f"prmkit train {kind} --config {name} " in first  # how to run it
-    assert (cfg.lora is not None) == (name in ("smollm2-lora", "default-prm", "default-orm", "public-prm"))
+    assert (cfg.lora is not None) == (name in LORA)
 
 
 def test_a_saved_config_loads_back_equal(tmp_path):

@@ -74,6 +74,9 @@ def test_the_cli_passes_num_processes(monkeypatch, tmp_path, capsys):
 class _NoEval:
     eval = None
 
+    def eval_line(self):
+        return None
+
 
 def test_launch_checks_before_it_starts_anything(monkeypatch, tmp_path):
     with pytest.raises(PrmkitError, match="train: give at least one trace file"):

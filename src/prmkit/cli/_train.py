@@ -43,9 +43,8 @@ def _run(kind: str, config: str | None, overrides: list[str] | None, num_process
     except KeyboardInterrupt:  # typer turns it into a silent exit 130 before prmkit's main can say it
         typer.secho("interrupted", fg="yellow", err=True)
         raise SystemExit(130) from None
-    if result.eval:
-        parts = ", ".join(f"{k} {v:.4f}" for k, v in result.eval.items() if isinstance(v, float))
-        console.print(f"final eval: {parts}", highlight=False)
+    if (line := result.eval_line()) is not None:  # the trainer's log already said where the model went
+        console.print(line, highlight=False)
 
 
 def _check_data(cfg: TrainConfig) -> None:

@@ -131,7 +131,7 @@ class TrainConfig:
 def example_configs() -> dict[str, Path]:
     """The configs shipped with prmkit, by name (``tiny``, ``minilm``, ``smollm2-lora``, ...)."""
     folder = Path(__file__).parent / "configs"
-    return {p.stem: p for p in sorted(folder.glob("*.yaml"))}
+    return {p.stem: p for p in sorted(folder.glob("*.yaml"), key=lambda p: p.stem)}  # by name: a-b before a-b-c
 
 
 def _yaml():

@@ -20,7 +20,6 @@ process then does what the signal does there without a launcher: ``KeyboardInter
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import logging
 import os
@@ -88,7 +87,7 @@ def launch(cfg: TrainConfig, num_processes: int = 1, *, log=print) -> TrainResul
         _run_processes(num_processes, threads, config, result)
         if not result.is_file():
             raise PrmkitError(f"training on {num_processes} processes wrote no result")
-        return TrainResult(**json.loads(result.read_text()))
+        return TrainResult.from_dict(json.loads(result.read_text()))
 
 
 def _run_processes(num_processes: int, threads: str, config: Path, result: Path) -> None:
@@ -206,7 +205,7 @@ def worker(argv: list[str] | None = None) -> int:
     finally:
         stop.restore()
     if args.result and rank == 0:
-        write_text_file(args.result, json.dumps(dataclasses.asdict(result)))
+        write_text_file(args.result, json.dumps(result.to_dict()))
     return 0
 
 

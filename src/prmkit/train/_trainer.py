@@ -40,10 +40,11 @@ from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from prmkit._durable import full_disk_error, is_full_disk
 from prmkit._jsonio import publish_folder, publish_into
+from prmkit._result import Record
 from prmkit.errors import MissingDependencyError, PrmkitError
 from prmkit.eval import auroc, first_error_accuracy
 from prmkit.models import RM_CONFIG, Encoded, Precision, RewardModel, fp32_attention, resolve_precision
@@ -75,8 +76,11 @@ TRAIN_AUTO = "bf16"
 
 
 @dataclass
-class TrainResult:
-    """What a run did: where the model is, how it was fed, how fast it went, how it scored."""
+class TrainResult(Record):
+    """What a run did: where the model is, how it was fed, how fast it went, how it scored
+    (``eval``: the final evaluation's metrics by name, None without held-out data)."""
+
+    kind: ClassVar[str] = "train"
 
     output_dir: str
     steps: int
@@ -90,10 +94,23 @@ class TrainResult:
     resumed_from: str | None = None
     precision: dict[str, Any] | None = None  #: requested / used / note (see prmkit.models.Precision)
     optimizer: str | None = None             #: the AdamW implementation used (fused / foreach / for-loop)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def tokens_per_s(self) -> float:
         return self.tokens / self.seconds if self.seconds else 0.0
+
+    def eval_line(self) -> str | None:
+        """``final eval: eval_loss 0.3012, auroc 0.8610, ...`` (the float metrics), or None without one."""
+        if not self.eval:
+            return None
+        return "final eval: " + ", ".join(f"{k} {v:.4f}" for k, v in self.eval.items() if isinstance(v, float))
+
+    def lines(self) -> list[str]:
+        """What a terminal shows of the run: its length, speed and output, then the final evaluation."""
+        head = (f"{self.steps} optimizer steps in {self.seconds:.0f} s ({self.tokens_per_s:.0f} tokens/s"
+                f"{', resumed from ' + self.resumed_from if self.resumed_from else ''}): {self.output_dir}")
+        return [head, *([e] if (e := self.eval_line()) else [])]
 
 
 def _torch():
