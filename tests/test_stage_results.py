@@ -82,8 +82,7 @@ def test_a_stage_report_round_trips_through_its_dict(name):
     assert isinstance(x, Result)
     assert back == x and back.to_dict() == d
     assert x.lines() and all(isinstance(s, str) and s for s in x.lines())
-    if name != "score":  # ScoreReport's ``kind`` is the scorer's kind (prm/orm), a field it always had
-        assert x.kind == name
+    assert x.kind == name
 
 
 def test_read_back_reports_keep_their_types():
@@ -99,6 +98,8 @@ def test_read_back_reports_keep_their_types():
     assert train.lines() == ["8 optimizer steps in 4 s (300 tokens/s): runs/prm",
                              "final eval: eval_loss 0.2500, auroc 0.8750"]  # ints (eval_traces) left out
     assert train.tokens_per_s == 300.0 and TrainResult.from_dict({**r["train"].to_dict(), "eval": None}).eval_line() is None
+    old = {("kind" if k == "scorer_kind" else k): v for k, v in r["score"].to_dict().items()}
+    assert ScoreReport.from_dict(old) == r["score"] and r["score"].scorer_kind == "prm"  # a dict from before the rename
     bon = BonReport.from_dict(r["bon_report"].to_dict())
     assert bon.curves.lines() == r["bon_report"].curves.lines()
     # An old training summary (no "positive" key) reads the sum back from the fraction.

@@ -201,18 +201,18 @@ class ScoreReport(Record):
     in ``meta.scored_steps``), the traces it could not score (id, reason), and the wall time of
     reading, scoring and writing (``seconds``).
 
-    Unlike the other results, ``kind`` is a field here: the scorer's kind (``prm`` or ``orm``), as it
-    always was; the class's result kind is :attr:`result_kind` (``"score"``).
+    ``scorer_kind`` is the scorer's kind (``prm`` or ``orm``); a dict written when that field was named
+    ``kind`` (the name every result now gives its own kind, ``"score"`` here) reads back the same.
 
     >>> r = ScoreReport("o.jsonl", "scripted", "prm", "prm", "min", traces=2, skipped=[("t", "empty")])
     >>> ScoreReport.from_dict(r.to_dict()) == r, r.to_dict()["skipped"]
     (True, [['t', 'empty']])
     """
 
-    result_kind: ClassVar[str] = "score"
+    kind: ClassVar[str] = "score"
     out: str
     scorer: str
-    kind: str = field()  # type: ignore[misc]  # the scorer's kind; a field, not Record's ClassVar
+    scorer_kind: str
     key: str
     aggregate: str | None
     traces: int = 0
@@ -229,7 +229,9 @@ class ScoreReport(Record):
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], *, where: str | None = None) -> ScoreReport:
-        r = super().from_dict(d, where=where or cls.result_kind)
+        if "kind" in d and "scorer_kind" not in d:  # written before the field was renamed
+            d = {("scorer_kind" if k == "kind" else k): v for k, v in d.items()}
+        r = super().from_dict(d, where=where or cls.kind)
         r.skipped = [(str(tid), str(why)) for tid, why in r.skipped]
         return r
 
@@ -239,7 +241,7 @@ class ScoreReport(Record):
         agg = f", {self.aggregate}" if self.aggregate else ""
         rate = f" ({self.traces / self.seconds:.1f} traces/s)" if self.seconds > 0 else ""
         out = [f"{self.out}: {self.traces} traces, {self.scored} scored by {self.scorer} "
-               f"({self.kind}{agg}){mean}"]
+               f"({self.scorer_kind}{agg}){mean}"]
         if self.partial:
             out.append(f"{self.partial} of {self.scored} scored only in part (steps past max_length "
                        f"unscored; meta.scored_steps says how many were): their trace score covers "
