@@ -42,6 +42,7 @@ RATIO_NAMES = {
     "rl_gaming": "prm+oracle / prm-only held-out gap (PRM step score - step validity), after training",
     "annotate_al": "labels the best strategy needs to match random@400 / 400",
     "search_mcts": "MCTS / best-of-N, accuracy",
+    "word_verifier": "none: PRM − ORM pair accuracy on held-out injected errors, in the figures",
 }
 
 

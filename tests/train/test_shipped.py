@@ -130,3 +130,14 @@ def test_export_sets_the_shipped_max_length(trained, marker_files, tmp_path, mon
         assert a == pytest.approx(b, abs=1e-5)
     with pytest.raises(PrmkitError, match="max_length must be a positive"):
         export_shipped(trained, tmp_path / "assets" / "bad", max_length=0)
+
+
+@pytest.mark.parametrize("name", sorted(_shipped.SHIPPED_MODELS))
+def test_every_shipped_name_is_installed_with_its_kind(name):
+    import json
+
+    asset = _shipped.shipped_asset(name)  # raises where the folder is incomplete
+    info = json.loads((asset / "prmkit_rm.json").read_text())
+    assert info["kind"] == ("orm" if name.endswith("-orm") else "prm")
+    assert info["train_config"]["model"] == "smollm2" and info["max_length"] == 4096
+    assert info["train_config"]["lora"]["r"] == 16

@@ -7,8 +7,9 @@
 - :func:`align`: step character spans -> exactly one token position per step, for any tokenizer.
 - :class:`Precision`, :func:`resolve_precision`: fp32 / bf16 (autocast) / auto compute for training
   and scoring, falling back to fp32 where the hardware has no native bfloat16 (:func:`bf16_problem`).
-- Shipped reward models by name (:data:`SHIPPED_MODELS`: ``default``, ``default-orm``): a LoRA
-  adapter over an installed base, merged and cached on first use (:func:`shipped_model_folder`).
+- Shipped reward models by name (:data:`SHIPPED_MODELS`: ``default``, ``default-orm``, ``default-word``,
+  ``default-word-orm``): a LoRA adapter over an installed base, merged and cached on first use
+  (:func:`shipped_model_folder`).
 """
 
 from prmkit.models._align import Aligned, AlignmentError, Rendered, align

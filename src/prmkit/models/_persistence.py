@@ -61,7 +61,7 @@ class PersistenceMixin:
         decoder), a trace that fits either way costs the same, and the memory of the longest batch
         grows with the longest trace. ``long``: what a PRM does past
         ``max_length`` (see the class). On the command line: ``-s max_length=4096``.
-        ``path`` may also name a shipped model (``default``, ``default-orm``: :data:`SHIPPED_MODELS`).
+        ``path`` may also name a shipped model (``default``, ``default-word``, ...: :data:`SHIPPED_MODELS`).
         ``allow_pickle``: also read pickle weight files (``pytorch_model.bin``, ``*.pt``, ``*.pth``,
         ``*.ckpt``) where a folder has no safetensors; only for a checkpoint you trust.
 

@@ -1,4 +1,6 @@
-"""Reward models shipped with prmkit, by name: ``default`` (a PRM) and ``default-orm`` (its ORM twin).
+"""Reward models shipped with prmkit, by name: ``default`` (a PRM trained on ``arith`` traces) and
+``default-orm`` (its ORM twin); ``default-word`` and ``default-word-orm``, the same for natural-language word
+problems (GSM8K train with injected errors and PRMBench's train files).
 
 A shipped model is small: a LoRA adapter with its trained head (``adapter_model.safetensors``, what
 ``peft`` saves) and ``prmkit_rm.json`` (kind, convention, max length, and the training record, whose
@@ -32,6 +34,8 @@ ASSETS = Path(__file__).resolve().parent.parent / "assets"
 SHIPPED_MODELS: dict[str, str] = {
     "default": "prm-smollm2-arith",
     "default-orm": "orm-smollm2-arith",
+    "default-word": "prm-smollm2-word",
+    "default-word-orm": "orm-smollm2-word",
 }
 
 RM_CONFIG = "prmkit_rm.json"
