@@ -43,6 +43,7 @@ RATIO_NAMES = {
     "annotate_al": "labels the best strategy needs to match random@400 / 400",
     "search_mcts": "MCTS / best-of-N, accuracy",
     "word_verifier": "none: PRM − ORM pair accuracy on held-out injected errors, in the figures",
+    "processbench_pair": "none: PRM − ORM ProcessBench F1, in the figures",
 }
 
 
