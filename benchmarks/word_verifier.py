@@ -101,8 +101,10 @@ def main(argv: list[str] | None = None) -> int:
     def summarise(rows, label: str) -> None:
         """rows: the (ref, bad) pairs of one type (or all)."""
         wrong = {k: [s for _, bad in rows for s, ok in _steps(bad, k) if not ok] for k in ("prm", "orm")}
-        pa = {k: np.array([v for ref, bad in rows if (v := _pair(_trace_score(ref, k, red), _trace_score(bad, k, red)))
-                           is not None]) for k, red in (("prm", "min"), ("orm", "last"))}
+        both = [(p, o) for ref, bad in rows  # problems both models scored, so the difference is paired
+                if (p := _pair(_trace_score(ref, "prm", "min"), _trace_score(bad, "prm", "min"))) is not None
+                and (o := _pair(_trace_score(ref, "orm", "last"), _trace_score(bad, "orm", "last"))) is not None]
+        pa = {"prm": np.array([p for p, _ in both]), "orm": np.array([o for _, o in both])}
         n = len(rows)
         idx = rng.integers(0, n, size=(args.bootstrap, n))
         cells = [f"{label:24s} n={n:3d}"]
@@ -121,8 +123,8 @@ def main(argv: list[str] | None = None) -> int:
             cells.append(f"{k.upper()} step AUROC {a:.3f} [{lo:.3f}, {hi:.3f}]")
             if k == "prm" and lo <= 0.5 and label != "all":
                 blind.append(label)
-        m = min(len(pa["prm"]), len(pa["orm"]))
-        diffs = pa["prm"][:m] - pa["orm"][:m]
+        m = len(both)
+        diffs = pa["prm"] - pa["orm"]
         for k in ("prm", "orm"):
             v = pa[k]
             _, lo, hi = bootstrap_summary(v[rng.integers(0, len(v), size=(args.bootstrap, len(v)))].mean(axis=1))
