@@ -37,6 +37,7 @@ from prmkit.envs._spec import (
     SpecRule,
     SpecRunReport,
     load_spec,
+    refusal_rate_lines,
     refusal_rates,
     spec_file,
     spec_trajectory,
@@ -48,5 +49,5 @@ __all__ = ["ArithConfig", "ArithEnv", "OPS", "SymbolicChecker", "StepCheck", "Co
            "LOOPHOLES", "grade", "agent_labels", "episode_trace", "ORGANISMS", "Organism", "ChatAgent",
            "get_agent", "run_episode", "agent_file", "AgentRunReport", "load_agents",
            "export_messages_file", "Spec", "SpecRule", "SpecEnv", "SpecRequest", "DEFAULT_SPEC",
-           "SPEC_ORGANISMS", "load_spec", "spec_trajectory", "refusal_rates",
+           "SPEC_ORGANISMS", "load_spec", "spec_trajectory", "refusal_rates", "refusal_rate_lines",
            "SpecRunReport", "spec_file"]

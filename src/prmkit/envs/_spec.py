@@ -29,7 +29,7 @@ rule and applies it), ``inconsistent`` (reasons correctly, then acts against its
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -40,7 +40,7 @@ from prmkit.errors import PrmkitError
 from prmkit.trace import Problem, Step, StepLabel, Trace
 
 __all__ = ["SpecRule", "Spec", "DEFAULT_SPEC", "load_spec", "SpecRequest", "SpecEnv", "SPEC_ORGANISMS",
-           "spec_trajectory", "refusal_rates", "SpecRunReport", "spec_file"]
+           "spec_trajectory", "refusal_rates", "refusal_rate_lines", "SpecRunReport", "spec_file"]
 
 DECISIONS = ("refuse", "comply")
 
@@ -234,6 +234,20 @@ def refusal_rates(traces: Iterable[Trace]) -> dict[str, dict[str, float | int | 
             for k, v in out.items()}
 
 
+def refusal_rate_lines(rates: Mapping[str, Mapping[str, Any]], number: str = "{:.3f}") -> list[str]:
+    """One line per organism of :func:`refusal_rates`, each rate written with ``number`` ("—" for None).
+
+    >>> refusal_rate_lines({"surface": {"allowed": 5, "disallowed": 0, "over_refusal": 1.0,
+    ...                                 "under_refusal": None}}, "{:.0%}")
+    ['surface: over-refusal 100% of 5 allowed, under-refusal — of 0 disallowed']
+    """
+    def f(x: float | None) -> str:
+        return "—" if x is None else number.format(x)
+
+    return [f"{name}: over-refusal {f(r.get('over_refusal'))} of {r.get('allowed')} allowed, under-refusal "
+            f"{f(r.get('under_refusal'))} of {r.get('disallowed')} disallowed" for name, r in rates.items()]
+
+
 @dataclass
 class SpecRunReport(Record):
     """What :func:`spec_file` wrote: the file, its trajectories, and per organism the over- and
@@ -247,12 +261,7 @@ class SpecRunReport(Record):
 
     def lines(self) -> list[str]:
         """One line per organism, then where the trajectories went."""
-        def pct(x: float | None) -> str:
-            return "—" if x is None else f"{x:.0%}"
-
-        return [f"{name}: over-refusal {pct(r['over_refusal'])} of {r['allowed']} allowed, under-refusal "
-                f"{pct(r['under_refusal'])} of {r['disallowed']} disallowed" for name, r in self.rates.items()
-                ] + [f"wrote {self.traces} trajectories to {self.out}"]
+        return refusal_rate_lines(self.rates, "{:.0%}") + [f"wrote {self.traces} trajectories to {self.out}"]
 
 
 def spec_file(out: str | Path, organisms: Sequence[str] = SPEC_ORGANISMS, *, requests: int = 40,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from prmkit._result import Record, record_field, register_result
-from prmkit.envs import refusal_rates
+from prmkit.envs import refusal_rate_lines, refusal_rates
 from prmkit.errors import PrmkitError
 from prmkit.eval._stats import auroc, percentile_interval, stratified_resamples
 from prmkit.scoring import StepScorer, trace_score
@@ -62,8 +62,7 @@ class RefusalsResult(Record):
 
     def lines(self) -> list[str]:
         """Over- and under-refusal per organism, each scorer's separation, their difference."""
-        out = [f"{name}: over-refusal {_f(r.get('over_refusal'))} of {r.get('allowed')} allowed, under-refusal "
-               f"{_f(r.get('under_refusal'))} of {r.get('disallowed')} disallowed" for name, r in self.rates.items()]
+        out = refusal_rate_lines(self.rates)
         for name, s in self.separation.items():
             ci = f" [{s.ci[0]:.3f}, {s.ci[1]:.3f}]" if s.ci else ""
             out.append(f"{name}: AUROC of reasoned over surface refusals {_f(s.auroc)}{ci} "
