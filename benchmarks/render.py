@@ -44,6 +44,8 @@ RATIO_NAMES = {
     "search_mcts": "MCTS / best-of-N, accuracy",
     "word_verifier": "none: PRM − ORM pair accuracy on held-out injected errors, in the figures",
     "processbench_pair": "none: PRM − ORM ProcessBench F1, in the figures",
+    "prmbench_pair": "none: PRM − ORM PRMBench PRMScore, in the figures",
+    "word_curve": "none: the word PRM's metrics along its training budget, in the figures",
 }
 
 

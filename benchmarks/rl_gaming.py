@@ -107,6 +107,9 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=4, help="prompts per step (x 4 completions)")
     ap.add_argument("--learning-rate", type=float, default=2e-3)
     ap.add_argument("--sft-steps", type=int, default=300)
+    ap.add_argument("--claimless", default="invalid", choices=["invalid", "valid"],
+                    help="what a step that claims nothing counts as in the oracle reward and the step validity "
+                         "(RLConfig.claimless); the runs in docs/rl.md were made before the option, as 'valid'")
     ap.add_argument("--sft-batch", type=int, default=16)
     ap.add_argument("--work", default=None, help="folder for the policy and the runs (default: a temporary one)")
     ap.add_argument("--traces-out", default=str(Path(__file__).resolve().parent / "results" / "rl_gaming_traces.jsonl"))
@@ -149,7 +152,7 @@ def main() -> None:
                            lora_r=8, lora_alpha=16,
                            target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
                            rewards=ARMS[arm], scorer="model", scorer_options={"path": "default"},
-                           seed=seed, progress=False)
+                           seed=seed, progress=False, claimless=args.claimless)
             rl_train(cfg)
             rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
             curve = gaming_curve(rows)

@@ -144,6 +144,28 @@ def test_scripted_completions_get_outcome_oracle_and_prm_rewards_on_their_step_t
         assert adv[g] == pytest.approx([outcome[g] + d for d in dense[g]])
 
 
+def test_a_step_that_claims_nothing_earns_no_oracle_reward_unless_claimless_is_valid(char_tokenizer):
+    # the gaming run of docs/rl.md: a policy wrote lines of dots, which the checker passes (no_claim)
+    from prmkit.envs import ArithEnv
+    from prmkit.rl import RLConfig
+    from prmkit.rl._grpo import Group, _traces, score_group
+
+    problem = ArithEnv(steps=1, seed=0).problem(0)
+    op = problem.meta["arith"]["ops"][0]
+    text = f"........\n{op['before']} {op['op']} {op['operand']} = {op['after']}.\nThe answer is {op['after']}."
+    tok = char_tokenizer
+    rewards = {}
+    for claimless in ("invalid", "valid"):
+        group = Group(problem, [0], [tok(text, add_special_tokens=False)["input_ids"]] * 2)
+        _traces(group, tok, "newline", "t")
+        assert [s.labels[-1].meta["verdict"] for s in group.traces[0].steps][0] == "no_claim"
+        score_group(group, RLConfig(rewards={"outcome": 1.0, "oracle": 1.0}, claimless=claimless))
+        rewards[claimless] = group.dense["oracle"][0]
+    assert rewards == {"invalid": [0.0, 1.0, 1.0], "valid": [1.0, 1.0, 1.0]}
+    with pytest.raises(PrmkitError, match="field 'claimless'"):
+        RLConfig(claimless="maybe").validate()
+
+
 # -- the config ----------------------------------------------------------------------------------------
 
 def test_config_errors_name_the_file_and_every_bad_field(tmp_path):

@@ -17,7 +17,7 @@ from typing import Any
 from prmkit.errors import PrmkitError
 from prmkit.rl._advantages import BASELINES
 
-__all__ = ["RLConfig", "load_rl_config", "REWARD_COMPONENTS"]
+__all__ = ["RLConfig", "load_rl_config", "REWARD_COMPONENTS", "CLAIMLESS"]
 
 #: Reward components (``rewards:`` weights) and whether each is a trace-level scalar or per step.
 REWARD_COMPONENTS = {
@@ -27,6 +27,12 @@ REWARD_COMPONENTS = {
     "pav": "dense",         # PRM score after the step minus before it (Q(prefix + step) - Q(prefix))
     "oracle": "dense",      # the symbolic checker's verdict of each step (1 valid, 0 not)
 }
+
+#: What a step the checker finds no claim in (verdict ``no_claim``: a plan, a restatement, a line of dots)
+#: counts as, in the ``oracle`` reward and in ``eval/step_validity``: ``"invalid"`` (the default: a
+#: policy cannot raise its validity by writing lines that claim nothing) or ``"valid"`` (the checker's
+#: own +1, what every run before this option measured).
+CLAIMLESS = ("invalid", "valid")
 
 
 @dataclass
@@ -43,7 +49,8 @@ class RLConfig:
     ``inner_steps`` (gradient steps per batch, μ), ``kl_coef`` (0: no reference pass).
     Rewards: ``rewards`` maps components (:data:`REWARD_COMPONENTS`) to weights; a PRM component uses
     ``scorer`` (a registered scorer name, ``model`` with ``path: default`` for the shipped PRM) with
-    ``scorer_options``.
+    ``scorer_options``. ``claimless``: what a step that makes no claim the checker can test counts as
+    in the ``oracle`` reward and the step validity (:data:`CLAIMLESS`).
     """
 
     output_dir: str = "runs/rl"
@@ -74,6 +81,7 @@ class RLConfig:
     scorer: str = "model"
     scorer_options: dict[str, Any] = field(default_factory=lambda: {"path": "default"})
     prm_aggregate: str = "min"
+    claimless: str = "invalid"
     splitter: str = "newline"
     shots: int = 0
     seed: int = 0
@@ -113,6 +121,8 @@ class RLConfig:
             e.append(f"field 'kl_coef': must be >= 0, got {self.kl_coef}")
         if self.baseline not in BASELINES:
             e.append(f"field 'baseline': one of {', '.join(BASELINES)}, got {self.baseline!r}")
+        if self.claimless not in CLAIMLESS:
+            e.append(f"field 'claimless': one of {', '.join(CLAIMLESS)}, got {self.claimless!r}")
         unknown = sorted(set(self.rewards) - set(REWARD_COMPONENTS))
         if unknown:
             e.append(f"field 'rewards': unknown component(s) {', '.join(unknown)} "

@@ -187,6 +187,26 @@ def _traces(group: Group, tok: Any, splitter: str, tag: str) -> None:
         group.step_ends.append([placed.positions[i] for i in keep])
 
 
+def step_valid(step: Any, claimless: str = "invalid") -> bool:
+    """The checker accepts ``step`` (its last label is positive), and, unless ``claimless`` is
+    ``"valid"``, the step makes a claim the checker could test (its verdict is not ``no_claim``).
+
+    >>> from prmkit.trace import Step, StepLabel
+    >>> dots = Step("....", labels=[StepLabel(1, source="symbolic", meta={"verdict": "no_claim"})])
+    >>> step_valid(dots), step_valid(dots, "valid")
+    (False, True)
+    >>> step_valid(Step("2 + 2 = 4", labels=[StepLabel(1, source="symbolic", meta={"verdict": "correct"})]))
+    True
+    """
+    if not step.labels or step.labels[-1].value <= 0:
+        return False
+    return claimless == "valid" or (step.labels[-1].meta or {}).get("verdict") != "no_claim"
+
+
+def _claimless(step: Any) -> bool:
+    return bool(step.labels) and (step.labels[-1].meta or {}).get("verdict") == "no_claim"
+
+
 def score_group(group: Group, cfg: RLConfig, scorer: Any = None) -> None:
     """Fill ``group.scalar`` and ``group.dense`` with every reward component: ``outcome`` and
     ``oracle`` always, ``prm``, ``prm_dense`` and ``pav`` where there is a ``scorer`` (the metrics
@@ -196,7 +216,7 @@ def score_group(group: Group, cfg: RLConfig, scorer: Any = None) -> None:
     traces = group.traces
     outcome = [1.0 if t.outcome == "correct" else 0.0 for t in traces]
     group.scalar["outcome"] = outcome
-    group.dense["oracle"] = [[1.0 if s.labels and s.labels[-1].value > 0 else 0.0 for s in t.steps] for t in traces]
+    group.dense["oracle"] = [[1.0 if step_valid(s, cfg.claimless) else 0.0 for s in t.steps] for t in traces]
     if scorer is None:
         if cfg.needs_scorer():
             raise PrmkitError("these rewards need a scorer (prm, prm_dense or pav)")
@@ -284,7 +304,7 @@ def _load_checkpoint(out: Path, lm: Any, opt: Any, cfg: RLConfig) -> int:
         return 0
     folder = out / "checkpoints" / json.loads(latest.read_text())["folder"]
     state = json.loads((folder / "state.json").read_text())
-    saved, now = state["config"], cfg.to_dict()
+    saved, now = {"claimless": "valid", **state["config"]}, cfg.to_dict()  # runs before claimless: "valid"
     changed = sorted(k for k in now if k not in RESUMABLE_CHANGES and saved.get(k) != now[k])
     if changed:
         raise PrmkitError(f"{out}: holds a run with other settings ({', '.join(changed)} differ); "
@@ -306,13 +326,15 @@ def _load_checkpoint(out: Path, lm: Any, opt: Any, cfg: RLConfig) -> int:
 def evaluate(lm: Any, tok: Any, problems: list[Any], prompts: list[list[int]], cfg: RLConfig,
              eos: set[int], scorer: Any = None, traces_out: list[Any] | None = None) -> dict[str, Any]:
     """Greedy completions of the held-out problems, judged by the environment: ``eval/pass@1`` (final
-    answer equals the problem's), ``eval/step_validity`` (share of steps the symbolic checker accepts),
-    ``eval/trace_validity`` (share of completions with every step valid), ``eval/length``. With a
+    answer equals the problem's), ``eval/step_validity`` (share of steps the symbolic checker accepts;
+    a step that claims nothing it can test counts as ``cfg.claimless`` says), ``eval/no_claim`` (share
+    of steps that claim nothing), ``eval/trace_validity`` (share of completions with every step valid),
+    ``eval/length``. With a
     ``scorer``, also what the PRM believes of the same traces: ``eval/prm``, ``eval/prm_step``,
     ``eval/gap``, ``eval/wrong_steps``, ``eval/fooled`` (:mod:`prmkit.rl._gaming`). ``traces_out``
     receives the held-out traces (PRM step scores under ``"prm"``)."""
     lm.eval()
-    correct, valid_steps, steps, all_valid, length = 0, 0, 0, 0, 0
+    correct, valid_steps, steps, all_valid, length, no_claim = 0, 0, 0, 0, 0, 0
     held_out = []
     for i, (problem, ids) in enumerate(zip(problems, prompts, strict=True)):
         toks = sample_group(lm, ids, 1, max_new_tokens=cfg.eval_max_new_tokens or cfg.max_new_tokens,
@@ -322,7 +344,8 @@ def evaluate(lm: Any, tok: Any, problems: list[Any], prompts: list[list[int]], c
         t = group.traces[0]
         held_out.append(t)
         correct += t.outcome == "correct"
-        ok = [bool(s.labels and s.labels[-1].value > 0) for s in t.steps]
+        ok = [step_valid(s, cfg.claimless) for s in t.steps]
+        no_claim += sum(_claimless(s) for s in t.steps)
         valid_steps += sum(ok)
         steps += len(ok)
         all_valid += bool(ok) and all(ok)
@@ -330,6 +353,7 @@ def evaluate(lm: Any, tok: Any, problems: list[Any], prompts: list[list[int]], c
     n = max(1, len(problems))
     out = {"eval/problems": len(problems), "eval/pass@1": correct / n,
            "eval/step_validity": valid_steps / steps if steps else 0.0,
+           "eval/no_claim": no_claim / steps if steps else 0.0,
            "eval/trace_validity": all_valid / n, "eval/length": length / n}
     if scorer is not None:
         from prmkit.scoring import score_each
