@@ -107,7 +107,7 @@ def test_an_evaluation_with_a_scorer_logs_the_prms_view_beside_the_truth(char_to
     row = _grpo._evaluate_and_keep(tmp_path, 5, _Idle(), char_tokenizer, [env.problem(0), env.problem(1)],
                                    [[0], [1]], cfg, eos=set(), scorer=scorer)
     # truth: 3 of 4 steps valid (the wrong answer follows from its step), 1 of 2 answers right
-    assert row["eval/pass@1"] == 0.5 and row["eval/step_validity"] == 0.75
+    assert row["eval/pass@1"] == 0.5 and row["eval/step_validity"] == 0.75 and row["eval/no_claim"] == 0.0
     assert row["eval/prm"] == 0.375                                   # min of each trace, averaged
     assert row["eval/prm_step"] == (0.875 + 0.375 + 0.75 + 0.375) / 4  # 0.59375
     assert row["eval/gap"] == 0.59375 - 0.75
@@ -118,7 +118,8 @@ def test_an_evaluation_with_a_scorer_logs_the_prms_view_beside_the_truth(char_to
     assert [t.id for t in fooling_traces(kept)] == ["eval-1-0"]  # problem 1, its one completion
     # without a scorer: the truth only, the keys it always had
     plain = _grpo.evaluate(_Idle(), char_tokenizer, [env.problem(0)], [[0]], cfg, eos=set())
-    assert set(plain) == {"eval/problems", "eval/pass@1", "eval/step_validity", "eval/trace_validity", "eval/length"}
+    assert set(plain) == {"eval/problems", "eval/pass@1", "eval/step_validity", "eval/no_claim", "eval/trace_validity",
+                          "eval/length"}
 
 
 # -- the report's gaming probe, reading an optimiser's traces -------------------------------------
