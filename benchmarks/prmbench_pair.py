@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
     from prmkit.data import read, write
+    from prmkit.errors import PrmkitError
     from prmkit.eval import auroc, bootstrap_summary, evaluate_prmbench
     from prmkit.scoring import load_scorer, score_traces
     from prmkit.trace import binarize, read_traces
@@ -92,9 +93,14 @@ def main(argv: list[str] | None = None) -> int:
     # per sample (tp, fn, fp, tn) of each model, from the same evaluator one sample at a time; samples the
     # evaluator leaves out (error steps past the end) are left out here too
     counts: dict[str, dict[str, list]] = {m: {c: [] for c in classes} for m in scored}
+    left_out = 0
     for tp_, to_ in zip(scored["prm"], scored["orm"], strict=True):
-        rows = {m: evaluate_prmbench([t], "prm", args.threshold).overall for m, t in (("prm", tp_), ("orm", to_))}
-        if any(r["n_traces"] == 0 for r in rows.values()):
+        try:
+            rows = {m: evaluate_prmbench([t], "prm", args.threshold).overall for m, t in (("prm", tp_), ("orm", to_))}
+        except PrmkitError:  # the evaluator leaves this sample out (an error step past its last step)
+            rows = {}
+        if not rows or any(r["n_traces"] == 0 for r in rows.values()):
+            left_out += 1
             continue
         for m, r in rows.items():
             c = r["confusion"]
@@ -147,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     for m in ("prm", "orm"):
         print(f"{m.upper()} groups: " + ", ".join(f"{g} {100 * v['prmscore']:.1f}"
                                                 for g, v in results[m].groups.items() if v["prmscore"] is not None))
-    print(f"samples: {sum(len(v) for v in counts['prm'].values())} (threshold {args.threshold}, not tuned)")
+    print(f"samples: {sum(len(v) for v in counts['prm'].values())} ({left_out} left out by the evaluator: error steps past "
+          f"the last step; threshold {args.threshold}, not tuned)")
     print("command: python " + " ".join(shlex.quote(a) for a in [sys.argv[0], *(argv or sys.argv[1:])]))
     print(f"PRM − ORM overall PRMScore: {figures['overall/prm_minus_orm']:+.1f} points "
           f"[{figures['overall/lo']:+.1f}, {figures['overall/hi']:+.1f}]")
