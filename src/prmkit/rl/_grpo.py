@@ -200,10 +200,11 @@ def step_valid(step: Any, claimless: str = "invalid") -> bool:
     """
     if not step.labels or step.labels[-1].value <= 0:
         return False
-    return claimless == "valid" or (step.labels[-1].meta or {}).get("verdict") != "no_claim"
+    return claimless == "valid" or not _claimless(step)
 
 
 def _claimless(step: Any) -> bool:
+    """The checker's last verdict on ``step`` is ``no_claim``."""
     return bool(step.labels) and (step.labels[-1].meta or {}).get("verdict") == "no_claim"
 
 
