@@ -261,6 +261,18 @@ def run_seed(seed: int, args: argparse.Namespace, tmp: Path, say: Any) -> tuple[
     return heldout, info
 
 
+def say(message: str) -> None:
+    print(message, flush=True)
+
+
+def run_seed_job(seed: int, args: argparse.Namespace, tmp: str) -> tuple[list[Any], dict[str, Any]]:
+    """:func:`run_seed` in a worker process of ``--jobs`` (its own torch threads)."""
+    import torch
+
+    torch.set_num_threads(args.threads)
+    return run_seed(seed, args, Path(tmp), lambda m: say(f"[seed {seed}] {m.strip()}"))
+
+
 # -- metrics ------------------------------------------------------------------------------------------
 def step_auroc(traces: Sequence[Any], key: str, bootstrap: int, seed: int) -> tuple[float | None, float, float]:
     """AUROC of ``key``'s step scores for the symbolic labels (right steps positive), with a 95%
@@ -315,7 +327,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--bootstrap", type=int, default=1000)
-    ap.add_argument("--threads", type=int, default=2, help="torch threads")
+    ap.add_argument("--threads", type=int, default=2, help="torch threads (per job)")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="seeds run at once, each in its own process (on 2 cores: --jobs 2 --threads 1)")
     ap.add_argument("--quick", action="store_true", help="tiny PRM, 1 seed, small sets: checks the machinery")
     args = ap.parse_args(argv)
     if args.quick:
@@ -341,8 +355,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     heldout: list[Any] = []
     infos = []
     with tempfile.TemporaryDirectory(prefix="annotate_al.") as tmp:
-        for seed in range(args.seeds):
-            traces, info = run_seed(seed, args, Path(tmp), lambda m: print(m, flush=True))
+        if args.jobs > 1:
+            import multiprocessing as mp
+            from concurrent.futures import ProcessPoolExecutor
+
+            with ProcessPoolExecutor(min(args.jobs, args.seeds), mp_context=mp.get_context("spawn")) as ex:
+                done = list(ex.map(run_seed_job, range(args.seeds), [args] * args.seeds, [tmp] * args.seeds))
+        else:
+            done = (run_seed(seed, args, Path(tmp), say) for seed in range(args.seeds))
+        for seed, (traces, info) in enumerate(done):  # in seed order either way: the pooled result is the same
             heldout += traces
             infos.append(info)
             print(f"seed {seed}: pool {info['pool_traces']} traces, {info['pool_steps']} steps "
@@ -355,7 +376,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     comps = [(a, arm_key("random", top)) for a in arms if a != arm_key("random", top)] if "random" in args.strategies else []
     curves = bon_curves(heldout, methods, ns=[16], bootstrap=args.bootstrap, seed=0, comparisons=comps)
 
-    rows, figures, acc_curves = [], {}, {}
+    rows, figures, acc_curves, auroc_curves = [], {}, {}, {}
     for s in args.strategies:
         for b in args.budgets:
             a = arm_key(s, b)
@@ -364,6 +385,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             seeds = [per_seed_accuracy([t for t in heldout if t.problem.id.startswith(f"s{k}-")], a)
                      for k in range(args.seeds)]
             acc_curves.setdefault(s, {})[b] = acc
+            if au is not None:
+                auroc_curves.setdefault(s, {})[b] = au
             figures[a] = {"bo16": acc, "bo16_lo": lo, "bo16_hi": hi, "auroc": au, "auroc_lo": alo,
                           "auroc_hi": ahi, "bo16_per_seed": seeds,
                           "labels": [i["labels"][a] for i in infos]}
@@ -393,7 +416,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not learnt or max(learnt) <= 0.5 or max(figures[a]["bo16"] for a in arms) <= rp:
         print("warning: no arm's step AUROC interval lies above 0.5, or no arm's best-of-16 beats picking "
               f"at random ({rp:.3f}): the PRM learnt next to nothing from these labels, so the ratio below "
-              "compares noise (try --model minilm)")
+              "compares noise" + (" (try --model minilm)" if args.model == "tiny" else ""))
+    auroc_match = None
+    if "random" in args.strategies and top == 400 and 400 in auroc_curves.get("random", {}):
+        # the same rule on step AUROC (threshold-free, and its intervals are tighter than best-of-16's)
+        name, need, r = best_ratio(auroc_curves)
+        auroc_match = {"strategy": name, "labels": need, "ratio": r, "target": auroc_curves["random"][400]}
+        print("step AUROC: " + (f"{name} reaches random@400's {auroc_match['target']:.3f} at about {need:.0f} "
+                                 f"labels (ratio {r:.2f})" if name else
+                                 f"no strategy reaches random@400's {auroc_match['target']:.3f} within 400 labels"))
     if "random" in args.strategies and top == 400:
         name, need, ratio = best_ratio(acc_curves)
         target = acc_curves["random"][400]
@@ -411,7 +442,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                  "seed_labels": args.seed_labels, "model": args.model,
                                                  "train_steps": args.train_steps, "error_rate": args.error_rate,
                                                  "p_error": args.p_error},
-                                       "differences": diffs}, ratio,
+                                       "differences": diffs, "auroc_match": auroc_match}, ratio,
                        goal="some strategy reaches random's best-of-16 accuracy at B=400 with <= 40% of the labels "
                             "(ratio <= 0.40)")
     return 0

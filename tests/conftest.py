@@ -45,6 +45,9 @@ def pytest_xdist_make_scheduler(config, log):
         def _split_scope(self, nodeid: str) -> str:
             return xdist_scope(nodeid) or nodeid
 
+    # Work goes out in the order the workers collected it (pytest_collection_modifyitems: the longest
+    # first), not xdist's largest-scope-first, which sends the quick start's one long test last.
+    config.option.loadscopereorder = False
     return DocumentedBlocks(config, log)
 
 
@@ -93,15 +96,30 @@ def fsync_calls(monkeypatch):
     return seen
 
 
+def _longest_first(item) -> int:
+    """The order of work under pytest-xdist: the quick start's fresh-venv demo (about two minutes,
+    the suite's longest test) first, then the documented commands and the other ``slow`` tests, then
+    the quick ones, which fill the workers' tails evenly. Sent last, the long test alone ran on one
+    worker for its two minutes while the other idled (a run of 9 min 10 s lost 45 s that way)."""
+    case = getattr(item, "callspec", None) and item.callspec.params.get("case")
+    if getattr(case, "repository", False):
+        return 0
+    return 1 if item.get_closest_marker("slow") else 2
+
+
 def pytest_collection_modifyitems(config, items):
     """Every test that reads ../shared/data must carry the ``realdata`` marker (so CI can select or
-    deselect real-data tests with ``-m``); a test that forgets it fails at collection."""
+    deselect real-data tests with ``-m``); a test that forgets it fails at collection. Under
+    pytest-xdist, the longest work goes first (:func:`_longest_first`; a stable sort, so a documented
+    block's lines keep their order)."""
     missing = [item.nodeid for item in items
                if "shared_data" in getattr(item, "fixturenames", ())
                and item.get_closest_marker("realdata") is None]
     if missing:
         raise pytest.UsageError("tests use shared_data without @pytest.mark.realdata: "
                                 + ", ".join(missing))
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=_longest_first)
 
 
 @pytest.fixture(autouse=True, scope="session")
