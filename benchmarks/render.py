@@ -50,7 +50,9 @@ RATIO_NAMES = {
 
 
 def load(folder: Path) -> dict[str, list[dict[str, Any]]]:
-    """Every benchmark's records, oldest first (by date; records without a date first, in file order)."""
+    """Every benchmark's records, oldest first (by date; records without a date first, in file order).
+    A file of other data kept beside the records (the traces ``rl_gaming.py`` writes: no record has
+    ``name`` and ``figures``) is not a benchmark and is left out."""
     out: dict[str, list[dict[str, Any]]] = {}
     for path in sorted(folder.glob("*.jsonl")):
         recs = []
@@ -60,6 +62,8 @@ def load(folder: Path) -> dict[str, list[dict[str, Any]]]:
                     recs.append(json.loads(line))
                 except json.JSONDecodeError as e:
                     raise SystemExit(f"{path}:{no}: not a JSON record ({e})") from e
+        if recs and not any(isinstance(r, dict) and "name" in r and "figures" in r for r in recs):
+            continue
         out[path.stem] = sorted(recs, key=lambda r: r.get("date") or "")
     return out
 

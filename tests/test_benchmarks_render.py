@@ -33,12 +33,14 @@ def test_render_page_and_readme_table(tmp_path):
     for i, name in enumerate(["serve_load", "train_vs_trl", "score_bon", "search_incremental", "label_cost",
                               "prefix_chains"]):
         (results / f"{name}.jsonl").write_text(json.dumps(_rec(name, "2026-11-29", "AVX2", "x" * 200, 1.0 + i)) + "\n")
+    # traces kept beside the records (rl_gaming.py's fooling traces) are not a benchmark
+    (results / "rl_gaming_traces.jsonl").write_text(json.dumps({"id": "t1", "problem": {}, "steps": []}) + "\n")
     docs, readme = tmp_path / "docs", tmp_path / "README.md"
     readme.write_text(f"# x\n\n{render.START}\nold\n{render.END}\n\nafter\n")
     assert render.main(["--results", str(results), "--docs", str(docs), "--readme", str(readme)]) == 0
 
     text = (docs / "benchmarks.md").read_text()
-    assert "## generate" in text and "## serve_load" in text
+    assert "## generate" in text and "## serve_load" in text and "rl_gaming_traces" not in text
     assert "generate goal" in text and "`python benchmarks/generate.py`" in text
     # the sampler against hf for each CPU class measured, the latest run of each machine
     section = text.split("## The default sampler against `hf`, per CPU class")[1].split("\n## ")[0]

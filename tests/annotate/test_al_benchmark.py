@@ -74,3 +74,24 @@ def test_simulate_takes_up_a_trace_where_the_budget_cut_it(tmp_path):
     assert (first.labels, first.traces, second.labels, second.traces) == (1, 0, 3, 1)
     ratings = Store(db).ratings()
     assert [(r.item_id, r.step) for r in ratings] == [(1, 0), (1, 1), (2, 0), (2, 1)]
+
+
+def test_paired_step_auroc_difference_uses_the_same_steps_for_both_arms(al):
+    """Two right steps and two wrong ones (symbolic labels). Arm ``a`` ranks every right step above
+    every wrong one (AUROC 1); arm ``b`` ranks one wrong step above both right ones and the other
+    below them (AUROC 2/4 = 0.5). The difference is 0.5; every paired replicate has ``a`` at 1 and
+    ``b`` at most 1, so the interval lies in [0, 1] and holds the estimate. A step that one arm did
+    not score is left out of both."""
+    from prmkit.trace import Problem, Step, StepLabel, Trace
+
+    def step(value, a, b):
+        scores = {"a": a} if b is None else {"a": a, "b": b}
+        return Step("x", scores=scores, labels=[StepLabel(value, source="symbolic", kind="hard")])
+
+    p = Problem("What is 1 + 1?", answer="2", id="P")
+    traces = [Trace("t1", p, [step(1, 0.9, 0.5), step(-1, 0.1, 0.9)]),
+              Trace("t2", p, [step(1, 0.8, 0.4), step(-1, 0.2, 0.1), step(-1, 0.0, None)])]
+    diff, lo, hi = al.paired_auroc_diff(traces, "a", "b", bootstrap=200, seed=0)
+    assert diff == pytest.approx(0.5)
+    assert 0.0 <= lo <= diff <= hi <= 1.0
+    assert al.paired_auroc_diff(traces, "a", "a", bootstrap=50, seed=0) == (0.0, 0.0, 0.0)
