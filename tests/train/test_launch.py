@@ -92,3 +92,28 @@ def test_the_processes_read_back_the_same_config(tmp_path):
                                        "convention={name: mine, tag: ' ки'}", "kind=orm"])
     _write_config_yaml(cfg, tmp_path / "c.yaml")
     assert load_config(str(tmp_path / "c.yaml")) == cfg
+
+
+def test_a_training_process_leaves_its_process_group_before_it_exits(monkeypatch, tmp_path):
+    """A process of a multi-process run destroys the process group its training joined, done or
+    failed: left to the interpreter's exit, gloo's threads sometimes aborted a process that had
+    already saved its work (exit status -6, "terminate called without an active exception")."""
+    import torch.distributed as dist
+
+    from prmkit.train import _launch
+
+    def train_in_a_group(fail):
+        def run(config, log):  # one process's group, as accelerate starts it on several
+            dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+            assert dist.is_initialized()
+            if fail:
+                raise PrmkitError("no labelled steps")
+            return type("Result", (), {"to_dict": lambda self: {"ok": True}})()
+        return run
+
+    monkeypatch.setattr(_launch, "load_config", lambda path: path)
+    for fail, status in ((False, 0), (True, 1)):
+        monkeypatch.setattr(_launch, "train", train_in_a_group(fail))
+        assert _launch.worker(["config.yaml", "--result", str(tmp_path / "result.json")]) == status
+        assert not dist.is_initialized()
+    assert json.loads((tmp_path / "result.json").read_text()) == {"ok": True}

@@ -204,9 +204,21 @@ def worker(argv: list[str] | None = None) -> int:
         return 1
     finally:
         stop.restore()
+        _leave_process_group()
     if args.result and rank == 0:
         write_text_file(args.result, json.dumps(result.to_dict()))
     return 0
+
+
+def _leave_process_group() -> None:
+    """Destroy the process group the training joined (``accelerate`` starts one on several processes
+    and never ends it). Left to the interpreter's exit, gloo's threads were sometimes torn down while
+    still joinable and the process aborted ("terminate called without an active exception", exit
+    status -6) after its work was saved, failing a run that had succeeded."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 class _StopSignals:
