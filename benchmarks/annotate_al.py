@@ -274,18 +274,29 @@ def run_seed_job(seed: int, args: argparse.Namespace, tmp: str) -> tuple[list[An
 
 
 # -- metrics ------------------------------------------------------------------------------------------
+def labelled_scores(traces: Sequence[Any], keys: Sequence[str]
+                    ) -> tuple[list[tuple[float, ...]], list[tuple[float, ...]]]:
+    """The steps with a symbolic label and a score under every key in ``keys``: their scores (one
+    tuple a step), right steps first list, wrong steps second."""
+    from prmkit.trace import binarize
+
+    pos: list[tuple[float, ...]] = []
+    neg: list[tuple[float, ...]] = []
+    for t in traces:
+        for s in t.steps:
+            lab, scores = s.label("symbolic"), tuple(s.scores.get(k) for k in keys)
+            if lab is not None and None not in scores:
+                (pos if binarize(lab) else neg).append(scores)
+    return pos, neg
+
+
 def step_auroc(traces: Sequence[Any], key: str, bootstrap: int, seed: int) -> tuple[float | None, float, float]:
     """AUROC of ``key``'s step scores for the symbolic labels (right steps positive), with a 95%
     bootstrap interval (right and wrong steps resampled apart)."""
     from prmkit.eval import auroc, percentile_interval, stratified_resamples
-    from prmkit.trace import binarize
 
-    pos, neg = [], []
-    for t in traces:
-        for s in t.steps:
-            lab, p = s.label("symbolic"), s.scores.get(key)
-            if lab is not None and p is not None:
-                (pos if binarize(lab) else neg).append(p)
+    pos, neg = labelled_scores(traces, (key,))
+    pos, neg = [p for (p,) in pos], [p for (p,) in neg]
     est = auroc(pos + neg, [True] * len(pos) + [False] * len(neg))
     reps = [auroc(a + b, [True] * len(a) + [False] * len(b))
             for a, b in stratified_resamples([pos, neg], bootstrap, seed=seed)]
@@ -301,14 +312,8 @@ def paired_auroc_diff(traces: Sequence[Any], a: str, b: str, bootstrap: int, see
     """Step AUROC of ``a`` minus that of ``b`` on the same steps (the symbolic labels, right steps
     positive), with a 95% paired bootstrap interval: the same stratified draws of steps for both."""
     from prmkit.eval import auroc, percentile_interval, stratified_resamples
-    from prmkit.trace import binarize
 
-    pos, neg = [], []
-    for t in traces:
-        for s in t.steps:
-            lab, pa, pb = s.label("symbolic"), s.scores.get(a), s.scores.get(b)
-            if lab is not None and pa is not None and pb is not None:
-                (pos if binarize(lab) else neg).append((pa, pb))
+    pos, neg = labelled_scores(traces, (a, b))
 
     def diff(p: Sequence[tuple[float, float]], n: Sequence[tuple[float, float]]) -> float | None:
         truth = [True] * len(p) + [False] * len(n)
