@@ -110,10 +110,21 @@ def _apply(op: str, before: int, operand: int) -> int:
         op, before // operand if operand else before)
 
 
-def sample_solution(problem: Any, rng: random.Random, p_error: float) -> str:
-    """One solution of an ``arith`` problem, each operation in the reference wording, each wrong with
-    probability ``p_error`` (a slip in the result, the operation applied to the value before last,
-    or another operation), the mistake carried on to the answer."""
+# Wordings of one operation (``varied``): the description and the equation in other orders and words.
+# The equation is written the same way in each, so the symbolic checker reads every step alike.
+_STEP_WORDINGS = ("{desc}: {eq}.", "{desc}, so {eq}.", "Next, {eq} ({low}).", "{eq}, because {low}.",
+                  "We compute {eq}.", "{desc}. That gives {eq}.")
+_ANSWER_WORDINGS = ("The answer is {v}.", "So the answer is {v}.", "Therefore, the answer is {v}.")
+
+
+def sample_solution(problem: Any, rng: random.Random, p_error: float, wording: str = "reference") -> str:
+    """One solution of an ``arith`` problem, each operation wrong with probability ``p_error`` (a slip
+    in the result, the operation applied to the value before last, or another operation), the mistake
+    carried on to the answer. ``wording="reference"`` writes every step as the reference does, so right
+    samples of a problem are one text; ``"varied"`` draws each step's and the answer line's wording
+    from a few (independently of any mistake), so right samples differ as a real policy's do."""
+    if wording not in ("reference", "varied"):
+        raise ValueError(f"wording must be 'reference' or 'varied', not {wording!r}")
     ref = (problem.solution or "").splitlines()
     ops = problem.meta["arith"]["ops"]
     value, previous = problem.meta["arith"]["start"], problem.meta["arith"]["start"]
@@ -128,22 +139,29 @@ def sample_solution(problem: Any, rng: random.Random, p_error: float) -> str:
         after = _apply(op, before, operand)
         if kind == "slip":
             after += rng.choice([-10, -2, -1, 1, 2, 10])
-        lines.append(f"{desc}: {before} {op} {operand} = {after}.")
+        eq = f"{before} {op} {operand} = {after}"
+        if wording == "varied":
+            form = rng.choice(_STEP_WORDINGS)
+            lines.append(form.format(desc=desc, eq=eq, low=desc[:1].lower() + desc[1:]))
+        else:
+            lines.append(f"{desc}: {eq}.")
         previous, value = value, after
-    lines.append(f"The answer is {value}.")
+    answer = rng.choice(_ANSWER_WORDINGS) if wording == "varied" else _ANSWER_WORDINGS[0]
+    lines.append(answer.format(v=value))
     return "\n".join(lines)
 
 
-def make_policy(problems: Sequence[Any], p_error: float, seed: int) -> Any:
+def make_policy(problems: Sequence[Any], p_error: float, seed: int, wording: str = "reference") -> Any:
     """A ``scripted`` policy writing :func:`sample_solution` (seeded by seed, problem and sample)."""
     from prmkit.policies import ScriptedPolicy, derive_seed
 
     by_id = {p.id: p for p in problems}
 
     def write(request: Any, index: int) -> str:
-        return sample_solution(by_id[request.key], random.Random(derive_seed(seed, request.key, index)), p_error)
+        return sample_solution(by_id[request.key], random.Random(derive_seed(seed, request.key, index)), p_error,
+                               wording)
 
-    return ScriptedPolicy(write, model_id=f"arith-sample-like(p_error={p_error})")
+    return ScriptedPolicy(write, model_id=f"arith-sample-like(p_error={p_error}, wording={wording})")
 
 
 def make_traces(problems: Sequence[Any], n: int, args: argparse.Namespace, seed: int, out: Path) -> list[Any]:
@@ -151,7 +169,7 @@ def make_traces(problems: Sequence[Any], n: int, args: argparse.Namespace, seed:
     from prmkit.policies import SamplingParams
     from prmkit.trace import read_traces
 
-    generate_file(out, list(problems), make_policy(problems, args.p_error, seed),
+    generate_file(out, list(problems), make_policy(problems, args.p_error, seed, args.wording),
                   params=SamplingParams(n=n, seed=seed, max_new_tokens=200), arith_config=args.env,
                   problems_per_call=16, progress=False)
     return list(read_traces(out))
@@ -353,6 +371,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--heldout-problems", type=int, default=24, help="held-out problems per seed (16 samples each)")
     ap.add_argument("--steps", default="3", help="operations per problem, N or MIN-MAX")
     ap.add_argument("--p-error", type=float, default=0.12, help="the policy's chance of a mistake per operation")
+    ap.add_argument("--wording", default="varied", choices=["varied", "reference"],
+                    help="the policy's wording: varied (right samples differ) or reference (right samples are one text)")
     ap.add_argument("--error-rate", type=float, default=0.0, help="the annotator's chance of a wrong label")
     ap.add_argument("--model", default="minilm", help="PRM backbone (minilm, tiny, ...)")
     ap.add_argument("--train-steps", type=int, default=100, help="optimizer steps of every PRM")
@@ -484,7 +504,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                  "pool_n": args.pool_n, "heldout_problems": args.heldout_problems,
                                                  "seed_labels": args.seed_labels, "model": args.model,
                                                  "train_steps": args.train_steps, "error_rate": args.error_rate,
-                                                 "p_error": args.p_error},
+                                                 "p_error": args.p_error, "wording": args.wording},
                                        "differences": diffs, "auroc_differences": auroc_diffs,
                                        "auroc_match": auroc_match}, ratio,
                        goal="some strategy reaches random's best-of-16 accuracy at B=400 with <= 40% of the labels "

@@ -60,6 +60,29 @@ def test_the_scripted_policy_without_mistakes_writes_the_reference(al):
         assert al.sample_solution(p, random.Random(0), p_error=0.0) == p.solution
 
 
+def test_varied_wording_keeps_every_right_step_right_and_makes_right_samples_differ(al):
+    """``--wording varied``: without mistakes every step still checks out (symbolic label +1) and the
+    answer is right, yet a problem's right samples are not one text; with a mistake the checker still
+    finds it (each wording holds the same equation)."""
+    from prmkit.envs import ArithConfig, ArithEnv
+    from prmkit.generate import completion_to_trace
+    from prmkit.policies import Completion
+
+    problems = ArithEnv(ArithConfig(steps=(3, 3), seed=5)).problems(4)
+    for p in problems:
+        texts = {al.sample_solution(p, random.Random(i), p_error=0.0, wording="varied") for i in range(16)}
+        assert len(texts) > 4
+        for i, text in enumerate(sorted(texts)):
+            t = completion_to_trace(p, Completion(text), trace_id=f"{p.id}-{i}", source="test")
+            assert t.outcome == "correct", text
+            assert [s.labels[-1].value for s in t.steps] == [1] * len(t.steps), text
+    wrong = [completion_to_trace(p, Completion(al.sample_solution(p, random.Random(i), p_error=1.0, wording="varied")),
+                                 trace_id=f"w{i}", source="test") for i, p in enumerate(problems)]
+    assert all(-1 in [s.labels[-1].value for s in t.steps] for t in wrong)
+    with pytest.raises(ValueError, match="wording"):
+        al.sample_solution(problems[0], random.Random(0), p_error=0.0, wording="fancy")
+
+
 def test_simulate_takes_up_a_trace_where_the_budget_cut_it(tmp_path):
     """The benchmark spends its budgets in steps (100, then 100 more, ...): a trace cut at its first
     step is taken up at its second, and no label is counted twice."""
