@@ -29,6 +29,8 @@ record, the rule written before their first run).
 
     python benchmarks/rl_arms.py                    # 3 seeds x 5 arms, 30 steps each
     python benchmarks/rl_arms.py --arms outcome oracle --seeds 2 --steps 10   # smaller
+    python benchmarks/rl_arms.py --policy smollm2 --arms outcome oracle --seeds 1 --steps 20 --prompts 2 \
+        --max-new-tokens 96 --eval-problems 32   # the embedded 135M policy: what 2 CPU cores can afford
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ ENV = {"steps": [1, 2], "ops": ["+", "-"], "max_operand": 20}
 TEMPLATE = ("{% for m in messages %}{% if m['role'] == 'user' %}{{ m['content'] }}\n{% endif %}{% endfor %}"
             "{% if add_generation_prompt %}>{% endif %}")
 SFT_SEED = 100_000
+SMOLLM2_ENV = {"steps": 2, "max_operand": 20}  # src/prmkit/rl/configs/arith-outcome.yaml's
 
 
 def build_policy(folder: Path, sft_steps: int, batch: int, seed: int = 0) -> dict:
@@ -113,6 +116,31 @@ def newcombe(k1: int, k2: int, n: int) -> tuple[float, float, float]:
     return d, d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2), d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
 
 
+def run_arm(work: Path, arm: str, seed: int, size: dict, opts: dict) -> tuple[list[dict], float]:
+    """One GRPO run of ``arm`` at ``seed`` (resumed if its folder holds a checkpoint); its held-out curve
+    (pass@1 and step validity against sampled tokens) and its seconds."""
+    import torch
+
+    from prmkit.rl import RLConfig, rl_train
+
+    torch.set_num_threads(opts["threads"] or (1 if opts["policy"] == "tiny" else 2))
+    t0 = time.perf_counter()
+    cfg = RLConfig(output_dir=str(work / f"{arm}-{seed}"), **size, train_start=1000,
+                   eval_problems=opts["eval_problems"], eval_every=opts["eval_every"], steps=opts["steps"],
+                   prompts_per_step=opts["prompts"], group_size=4, max_new_tokens=opts["max_new_tokens"],
+                   temperature=1.0, lora_r=8, lora_alpha=16, rewards=ARMS[arm], scorer="model",
+                   scorer_options={"path": "default"}, seed=seed, progress=False, claimless=opts["claimless"])
+    rl_train(cfg)
+    rows = [json.loads(line) for line in (work / f"{arm}-{seed}" / "metrics.jsonl").read_text().splitlines()]
+    tokens, curve = 0, []
+    for r in rows:
+        tokens += r.get("sampled_tokens", 0)
+        if "eval/pass@1" in r:
+            curve.append({"step": r["step"], "sampled_tokens": tokens, "pass@1": r["eval/pass@1"],
+                          "step_validity": r["eval/step_validity"]})
+    return curve, round(time.perf_counter() - t0, 1)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
@@ -127,47 +155,56 @@ def main() -> None:
                     help="what a step that claims nothing counts as in the oracle reward and the step validity "
                          "(RLConfig.claimless); the runs in docs/rl.md were made before the option, as 'valid'")
     ap.add_argument("--sft-batch", type=int, default=16)
+    ap.add_argument("--policy", default="tiny", choices=["tiny", "smollm2"],
+                    help="tiny: the 0.8M policy trained here; smollm2: the embedded SmolLM2-135M-Instruct with the "
+                         "shipped arith SFT adapter merged, at the sizes of src/prmkit/rl/configs/arith-outcome.yaml")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: 1 for tiny, 2 for smollm2)")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="runs at once, each in its own process (on 2 cores: --jobs 2 --threads 1)")
+    ap.add_argument("--lr", type=float, default=None, help="learning rate (default: 2e-3 for tiny, 5e-5 for smollm2)")
     ap.add_argument("--work", default=None, help="folder for the policy and the runs (default: a temporary one)")
     args = ap.parse_args()
 
     import torch
 
     from prmkit.eval import wilson_interval
-    from prmkit.rl import RLConfig, rl_train
-
     # one thread: on the 2 shared cores, 2 threads ran the tiny model's small products 10-20x slower
     # under load (threads waiting on each other), and one thread is what the tests measure too
-    torch.set_num_threads(1)
+    tiny = args.policy == "tiny"
+    torch.set_num_threads(args.threads or (1 if tiny else 2))
     work = Path(args.work or tempfile.mkdtemp(prefix="rl_arms-"))
     policy = work / "policy"
     cost = {}
-    if not (policy / "config.json").exists():
+    if tiny and not (policy / "config.json").exists():
         cost = build_policy(policy, args.sft_steps, args.sft_batch)
-    figures: dict = {**cost, "steps": args.steps, "seeds": args.seeds, "eval_problems": args.eval_problems}
+    # the tiny policy: every projection, lr 2e-3; SmolLM2: as the shipped config (q and v, lr 5e-5)
+    size = (dict(model=str(policy), adapter=None, chat_template=TEMPLATE, env=dict(ENV), learning_rate=args.lr or 2e-3,
+                 target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
+            if tiny else
+            dict(model=None, adapter="default", env=dict(SMOLLM2_ENV), learning_rate=args.lr or 5e-5,
+                 target_modules=["q_proj", "v_proj"]))
+    figures: dict = {**cost, "policy": args.policy, "steps": args.steps, "seeds": args.seeds,
+                     "eval_problems": args.eval_problems, "prompts": args.prompts,
+                     "max_new_tokens": args.max_new_tokens, "learning_rate": size["learning_rate"]}
     curves: dict = {}
-    for seed in range(args.seeds):  # seeds outside, so a run stopped early has every arm equally often
-        for arm in args.arms:
-            t0 = time.perf_counter()
-            cfg = RLConfig(output_dir=str(work / f"{arm}-{seed}"), model=str(policy), adapter=None,
-                           chat_template=TEMPLATE, env=dict(ENV), train_start=1000,
-                           eval_problems=args.eval_problems, eval_every=args.eval_every, steps=args.steps,
-                           prompts_per_step=args.prompts, group_size=4, max_new_tokens=args.max_new_tokens, temperature=1.0,
-                           learning_rate=2e-3, lora_r=8, lora_alpha=16,
-                           target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
-                           rewards=ARMS[arm], scorer="model", scorer_options={"path": "default"},
-                           seed=seed, progress=False, claimless=args.claimless)
-            rl_train(cfg)
-            rows = [json.loads(line) for line in (work / f"{arm}-{seed}" / "metrics.jsonl").read_text().splitlines()]
-            tokens, curve = 0, []
-            for r in rows:
-                tokens += r.get("sampled_tokens", 0)
-                if "eval/pass@1" in r:
-                    curve.append({"step": r["step"], "sampled_tokens": tokens, "pass@1": r["eval/pass@1"],
-                                  "step_validity": r["eval/step_validity"]})
-            curves[f"{arm}-{seed}"] = curve
-            print(f"{arm} seed {seed}: " + ", ".join(f"step {c['step']} ({c['sampled_tokens']} tok) pass@1 "
-                                                    f"{c['pass@1']:.3f} validity {c['step_validity']:.3f}"
-                                                    for c in curve) + f" [{time.perf_counter() - t0:.0f} s]", flush=True)
+    # seeds outside, so a run stopped early has every arm equally often
+    runs = [(seed, arm) for seed in range(args.seeds) for arm in args.arms]
+    jobs = [(work, arm, seed, size, vars(args)) for seed, arm in runs]
+    if args.jobs > 1:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(args.jobs, mp_context=mp.get_context("spawn")) as ex:
+            done = ex.map(run_arm, *zip(*jobs, strict=True))
+            done = list(done)
+    else:
+        done = (run_arm(*job) for job in jobs)
+    for (seed, arm), (curve, seconds) in zip(runs, done, strict=True):
+        curves[f"{arm}-{seed}"] = curve
+        figures[f"seconds/{arm}-{seed}"] = seconds
+        print(f"{arm} seed {seed}: " + ", ".join(f"step {c['step']} ({c['sampled_tokens']} tok) pass@1 "
+                                                f"{c['pass@1']:.3f} validity {c['step_validity']:.3f}"
+                                                for c in curve) + f" [{seconds:.0f} s]", flush=True)
     n = args.eval_problems * args.seeds
     final: dict = {}
     for arm in args.arms:
