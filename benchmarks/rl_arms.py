@@ -1,9 +1,12 @@
 """Outcome-only vs dense oracle (symbolic) step rewards vs a trace-level PRM, under ``prmkit rl``, on a
-small policy trained from scratch on ``arith``.
+small policy trained from scratch on ``arith``, or on the embedded SmolLM2-135M (``--policy smollm2``).
 
-The policy: a character-level Llama (hidden 128, 4 layers, about 0.8M parameters) trained here by
-next-token prediction on reference solutions of ``arith`` problems (1-2 operations, + and -), seeds no
-evaluation uses, for ``--sft-steps`` steps: it writes the format and makes real arithmetic mistakes.
+The policy (``--policy tiny``, the default): a character-level Llama (hidden 128, 4 layers, about 0.8M
+parameters) trained here by next-token prediction on reference solutions of ``arith`` problems (1-2
+operations, + and -), seeds no evaluation uses, for ``--sft-steps`` steps: it writes the format and makes
+real arithmetic mistakes. ``--policy smollm2``: the embedded SmolLM2-135M-Instruct with the shipped arith
+SFT adapter merged, at the shipped config's sizes (``src/prmkit/rl/configs/arith-outcome.yaml``: 2
+operations up to 20, LoRA r 8 on q and v, learning rate 5e-5, its chat template and prompt).
 Then five arms of GRPO, each from that same policy, with ``--seeds`` seeds each, at equal steps, equal
 prompts and equal group size (so equal sampled completions; the sampled *tokens* are reported per arm):
 
