@@ -8,7 +8,8 @@ command's help (``Example: prmkit ...``, ``On 2 CPU processes: prmkit ...``). A 
 in a backslash goes on) is one test case; a ``NAME=value`` (or ``NAME="several words"``) line sets ``$NAME`` for
 the lines after it (substituted as a shell would split it).
 A plain ``prmkit ...`` line runs in this process (``prmkit.cli.main``, ``*`` patterns expanded as a
-shell would); anything else runs under bash with this Python's ``bin`` first on ``PATH``. A Python
+shell would); anything else runs under bash with this Python's ``bin`` first on ``PATH``. Either way
+torch's compiler is off (:data:`NO_COMPILE`), except in the quick start's fresh environment. A Python
 block runs as a doctest if it holds ``>>>``, else it is executed. A line's own comment ``# exits N``
 gives the exit status it must end with (else 0).
 
@@ -69,6 +70,7 @@ unmarked line that fails fails the test.
 
 from __future__ import annotations
 
+import contextlib
 import doctest
 import glob
 import json
@@ -99,8 +101,8 @@ HELP_CONTROLS: dict[str, tuple[str, str]] = {
     "data derive ../shared/data/gsm8k/train.jsonl": ("append", "--limit 50"),  # of 7,473 problems
     "data derive --env arith": ("append", "--problems 4"),
     "prmkit generate": ("skip", "docs/generate.md's first line runs this command (SmolLM2, small size)"),
-    # fine-tunes SmolLM2-135M with LoRA (about 25 minutes on 2 cores); one step of 8 examples: 25 s
-    "prmkit policy sft": ("append", "--examples 8 --batch-size 8"),
+    # fine-tunes SmolLM2-135M with LoRA (about 25 minutes on 2 cores); one step of 2 examples: 5 s
+    "prmkit policy sft": ("append", "--examples 2 --batch-size 2"),
     "prmkit label": ("skip", "SmolLM2 rollouts for 24 traces take minutes; docs/label.md's label line "
                              "runs the same command on 2 traces"),
     "prmkit search": ("append", "--problems 1 -n 4 --m 2 --max-depth 2 --step-tokens 16"),
@@ -504,7 +506,8 @@ def _run_shell(case: Case, cwd: Path, capfd) -> tuple[int, str]:
         old = Path.cwd()
         os.chdir(cwd)
         try:
-            main(argv)
+            with _no_compile():
+                main(argv)
             code = 0
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
@@ -517,9 +520,27 @@ def _run_shell(case: Case, cwd: Path, capfd) -> tuple[int, str]:
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
            # a `python benchmarks/X.py` line appends its record here, not to the repository's results
            "PRMKIT_BENCH_RESULTS": str(cwd / "bench-results")}
+    if not case.repository:
+        env.update(NO_COMPILE)
     proc = subprocess.run(["bash", "-e", "-c", command], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=2400 if case.repository else 600)
     return proc.returncode, proc.stdout + proc.stderr
+
+
+#: Documented lines run with torch's compiler off (``TORCH_COMPILE_DISABLE=1``: the torch policy's
+#: decode loop stays eager, see prmkit.policies.TorchPolicy): at these small sizes compiling took longer
+#: than the decoding it speeds up (a docs block with a 2 x 16-token sample: 15 s, of which ~9 s were
+#: Dynamo tracing). The compiled loop is tested in tests/policies/test_torch.py, and end to end by the
+#: quick start's line, which runs in its fresh environment without this.
+NO_COMPILE = {"TORCH_COMPILE_DISABLE": "1"}
+
+
+@contextlib.contextmanager
+def _no_compile():
+    import torch._dynamo
+
+    with torch._dynamo.config.patch(disable=True):
+        yield
 
 
 def _strip_comment(text: str) -> str:
@@ -599,7 +620,7 @@ def _start_server(case: Case, cwd: Path, command: str | None = None, ready: str 
             pytest.skip(why)
     env = {**os.environ, **case.env, "PRMKIT_BENCH_RESULTS": str(cwd / "bench-results"),
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-           "PRMKIT_EXIT_WITH": str(os.getpid())}  # a killed test run leaves no server behind
+           "PRMKIT_EXIT_WITH": str(os.getpid()), **NO_COMPILE}  # a killed test run leaves no server behind
     log = cwd / f".server-{url.port}.log"
     with log.open("w") as out:
         proc = subprocess.Popen(["bash", "-c", command], cwd=cwd, env=env,

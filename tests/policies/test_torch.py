@@ -517,6 +517,20 @@ def test_compiled_int8_decode_repeats_and_is_batch_invariant(wide_lm):
     assert plan.compiled is counted
 
 
+def test_torch_compile_disable_keeps_the_loop_eager_and_says_so(wide_lm):
+    """Under torch's own switch (``TORCH_COMPILE_DISABLE=1``, here its config) a compiled function runs
+    eagerly: the plan does not compile, even asked to, and ``describe()`` says why."""
+    _int8_kernel_or_skip()
+    with torch._dynamo.config.patch(disable=True):
+        pol = get_policy("torch", model=wide_lm, dtype="int8", int8_kernel="int_mm", batch_size=6, compile=True,
+                         progress=False)
+    assert pol._plan.compiled is None
+    assert pol.describe()["compiled"] is False and pol.describe()["compiled_off"] == "TORCH_COMPILE_DISABLE=1"
+    on = get_policy("torch", model=wide_lm, dtype="int8", int8_kernel="int_mm", batch_size=6, compile=True,
+                    progress=False)
+    assert on._plan.compiled is not None and "compiled_off" not in on.describe()
+
+
 @pytest.mark.slow
 def test_compile_failure_decodes_eagerly_with_a_warning(wide_lm):
     """A compiler that fails (no C++ compiler, say) costs a warning, not the decode: the step that

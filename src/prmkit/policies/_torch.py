@@ -59,7 +59,8 @@ of their batch (tested). On an AVX2-only CPU asked for float32, the compiled flo
 SmolLM2 at 16 rows about 1.3x faster than the eager one (95-106 against 73-76 tokens/s on 2 cores),
 where the eager one only tied ``hf``. Below that size, and where the loop is eager,
 float32 gives ``hf``'s completions. ``compile=False`` keeps the eager loop; ``compile=True``
-compiles whatever the dtype.
+compiles whatever the dtype; torch's own ``TORCH_COMPILE_DISABLE=1`` keeps it eager whatever ``compile``
+says (``describe()`` then has ``compiled_off``).
 """
 
 from __future__ import annotations
@@ -555,8 +556,11 @@ class TorchPolicy(HFPolicy):
             # fbgemm's products are not compiled: its ops break inductor's graphs (measured on SmolLM2:
             # 227 tokens/s compiled against 336 eager, 2 AVX2 cores).
             compilable = (int8 and kernel == "int_mm") or fp32_cpu
-            if compile is True or (compile == "auto" and compilable
-                                   and _parameters(self.model) >= COMPILE_MIN_PARAMETERS):
+            # torch's own switch (``TORCH_COMPILE_DISABLE=1``) runs every compiled function eagerly:
+            # the plan then stays eager too, and ``describe()`` says so instead of claiming compiled.
+            self.compile_disabled = bool(torch._dynamo.config.disable)
+            if not self.compile_disabled and (compile is True or (
+                    compile == "auto" and compilable and _parameters(self.model) >= COMPILE_MIN_PARAMETERS)):
                 self._plan.compile()
 
     def _calibration_ids(self) -> list[int]:
@@ -580,6 +584,8 @@ class TorchPolicy(HFPolicy):
             out["int8_kernel"] = self._plan.kernel
         if self._plan is not None:
             out["compiled"] = self._plan.compiled is not None
+            if self.compile_disabled:
+                out["compiled_off"] = "TORCH_COMPILE_DISABLE=1"
         return out
 
     def _prefix_cache(self, ids: list[int], torch: Any) -> Any:
