@@ -537,10 +537,21 @@ NO_COMPILE = {"TORCH_COMPILE_DISABLE": "1"}
 
 @contextlib.contextmanager
 def _no_compile():
+    """This process's compiler off, and the variable set for the processes it starts (a labeler's
+    policy workers are spawned: they read it when they import torch)."""
     import torch._dynamo
 
-    with torch._dynamo.config.patch(disable=True):
-        yield
+    old = {k: os.environ.get(k) for k in NO_COMPILE}
+    os.environ.update(NO_COMPILE)
+    try:
+        with torch._dynamo.config.patch(disable=True):
+            yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _strip_comment(text: str) -> str:
