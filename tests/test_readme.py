@@ -28,8 +28,9 @@ hand-written Inspect log of ``tests/fixtures/inspect``), ``runs/tiny-qwen2-prm``
 the architecture class and tokenizer convention of Qwen2.5-Math-PRM, hidden size 32), ``symbolic.jsonl`` (traces.jsonl with the
 symbolic checker's labels) and ``benchmarks`` (a link to the repository's). ``../shared/data`` is the public data
 folder where it is present (lines reading it carry the ``realdata`` marker and skip with a message where
-it is absent), with ProcessBench's two JSON files cut to their first 8 erroneous and first 8
-error-free samples: scoring them whole takes minutes (at 20 + 20 the docs' ProcessBench lines took 3 minutes).
+it is absent), with ProcessBench's two JSON files cut to their first 4 erroneous and first 4
+error-free samples: scoring them whole takes minutes (at 20 + 20 the docs' ProcessBench lines took 3 minutes,
+at 8 + 8 about 2).
 
 **Markers.** HTML comments, not rendered, right before a block (in README.md or a docs page):
 
@@ -380,6 +381,10 @@ def _prmkit(*argv: str) -> None:
         assert not e.code, f"fixture command failed: prmkit {' '.join(argv)}"
 
 
+#: ProcessBench's samples of each kind (erroneous, error-free) kept per file in the tests' copy
+PROCESSBENCH_CUT = 4
+
+
 def _mirror(data: Path, out: Path) -> None:
     """``out`` as the public data folder: links to its files, ProcessBench's JSON files cut short."""
     for src in data.rglob("*"):
@@ -389,8 +394,8 @@ def _mirror(data: Path, out: Path) -> None:
         dst.parent.mkdir(parents=True, exist_ok=True)
         if src.parent.name == "processbench" and src.suffix == ".json":
             rows = json.loads(src.read_text())
-            wrong = [r for r in rows if r.get("label", -1) != -1][:8]
-            right = [r for r in rows if r.get("label", -1) == -1][:8]
+            wrong = [r for r in rows if r.get("label", -1) != -1][:PROCESSBENCH_CUT]
+            right = [r for r in rows if r.get("label", -1) == -1][:PROCESSBENCH_CUT]
             dst.write_text(json.dumps(wrong + right))
         else:
             dst.symlink_to(src)
