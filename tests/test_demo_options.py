@@ -56,3 +56,35 @@ def test_a_secret_among_the_policy_arguments_never_reaches_the_settings(tmp_path
     text = (tmp_path / "demo_settings.json").read_text()
     assert "sk-test-123" not in text and "pw@" not in text
     demo._Stages(tmp_path, cfg, overwrite=False)  # and the same run resumes
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize(("policy", "given", "want"), [
+    ("torch", {}, {"compile": False}),                               # quick: the decode loop stays eager
+    ("torch", {"compile": "true"}, {"compile": "true"}),             # unless -p compile=... says otherwise
+    ("hf", {}, {}),                                                  # other backends get nothing added
+])
+def test_quick_keeps_the_torch_decode_eager_unless_asked(monkeypatch, tmp_path, policy, given, want):
+    import dataclasses
+
+    import prmkit.policies
+
+    seen = {}
+
+    def fake_load_policy(name, args, **kw):
+        seen["name"], seen["args"] = name, dict(args)
+        raise _Stop
+
+    monkeypatch.setattr(prmkit.policies, "load_policy", fake_load_policy)
+    cfg = dataclasses.replace(demo.DEMO_PRESETS["quick"], policy=policy, policy_args=given)
+    with pytest.raises(_Stop):
+        demo.run_demo(cfg, tmp_path / "d")
+    assert seen == {"name": policy, "args": want}
+    assert cfg.policy_args == given  # the recorded settings are what was asked
+    full = dataclasses.replace(demo.DEMO_PRESETS["full"], policy="torch")
+    with pytest.raises(_Stop):
+        demo.run_demo(full, tmp_path / "full")
+    assert seen["args"] == {}  # the full demo: the backend's own auto

@@ -61,6 +61,10 @@ class DemoConfig:
     policy: str = field(default_factory=lambda: _default_backend())
     #: The backend's arguments (``prmkit demo -p KEY=VALUE``: ``dtype``, ``model``, ``base_url``, ...).
     policy_args: dict[str, Any] = field(default_factory=dict)
+    #: False: the ``torch`` backend's decode loop stays eager unless ``-p compile=...`` says otherwise
+    #: (``quick``: its few thousand tokens decode in less time than compiling takes, 9 s with
+    #: inductor's cache warm and about 35 s on a fresh machine). True: the backend's own ``auto``.
+    compile_decode: bool = True
     mc_traces: int = 8               #: traces that also get Monte Carlo labels
     mc_k: int = 4                    #: rollouts per step prefix
     backbone: str = "minilm"         #: PRM / ORM backbone (a prmkit alias, path or hub id)
@@ -125,7 +129,7 @@ DEMO_PRESETS: dict[str, DemoConfig] = {
                           hint_problems=128, epochs=3.0),
     "quick": DemoConfig(train_problems=6, heldout_problems=6, n=8, mc_traces=4, mc_k=2,
                         max_new_tokens=80, epochs=1.0, max_steps=8, batch_size=8, bootstrap=200,
-                        gaming_traces=16, transfer_traces=24, hint_problems=4, hint_n=2),
+                        gaming_traces=16, transfer_traces=24, hint_problems=4, hint_n=2, compile_decode=False),
 }
 
 def _say(msg: str) -> None:
@@ -270,7 +274,10 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
     hinted_file = out / "hinted.jsonl"
     need_policy = (not stages.done("sample") or (cfg.mc_traces > 0 and not stages.done("mc"))
                    or (cfg.hint_problems > 0 and not stages.done("hints")))
-    policy = load_policy(cfg.policy, cfg.policy_args, batch_size=64) if need_policy else None
+    policy_args = dict(cfg.policy_args)
+    if not cfg.compile_decode and cfg.policy == "torch":
+        policy_args.setdefault("compile", False)
+    policy = load_policy(cfg.policy, policy_args, batch_size=64) if need_policy else None
 
     # 1-2. The policy samples N solutions per problem; steps are labelled symbolically (resumable:
     # finished problems stay in samples.jsonl).
