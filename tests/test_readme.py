@@ -535,8 +535,9 @@ def _run_shell(case: Case, cwd: Path, capfd) -> tuple[int, str]:
 #: Documented lines run with torch's compiler off (``TORCH_COMPILE_DISABLE=1``: the torch policy's
 #: decode loop stays eager, see prmkit.policies.TorchPolicy): at these small sizes compiling took longer
 #: than the decoding it speeds up (a docs block with a 2 x 16-token sample: 15 s, of which ~9 s were
-#: Dynamo tracing). The compiled loop is tested in tests/policies/test_torch.py, and end to end by the
-#: quick start's line, which runs in its fresh environment without this.
+#: Dynamo tracing). The compiled loop is tested in tests/policies/test_torch.py (a tiny model) and on
+#: SmolLM2 by tests/policies/test_default_policy.py; the quick start's line runs without this, but
+#: ``demo --quick`` decodes eagerly by its own setting.
 NO_COMPILE = {"TORCH_COMPILE_DISABLE": "1"}
 
 
@@ -544,19 +545,12 @@ NO_COMPILE = {"TORCH_COMPILE_DISABLE": "1"}
 def _no_compile():
     """This process's compiler off, and the variable set for the processes it starts (a labeler's
     policy workers are spawned: they read it when they import torch)."""
+    from unittest import mock
+
     import torch._dynamo
 
-    old = {k: os.environ.get(k) for k in NO_COMPILE}
-    os.environ.update(NO_COMPILE)
-    try:
-        with torch._dynamo.config.patch(disable=True):
-            yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    with mock.patch.dict(os.environ, NO_COMPILE), torch._dynamo.config.patch(disable=True):
+        yield
 
 
 def _strip_comment(text: str) -> str:
