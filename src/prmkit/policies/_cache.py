@@ -8,12 +8,18 @@ Its folders, one per kind of entry, each entry a folder named ``<source>-<key>``
   weights, the adapter, the quantisation and the CTranslate2 version;
 - ``models/``: a shipped reward model (``--model default``) merged with its base; keyed by the
   shipped adapter's files;
+- ``merged/``: a policy with a LoRA adapter merged in (the default policy: SmolLM2 with the shipped
+  arith adapter), as the merge gave it (:func:`~prmkit.policies._hf.load_merged`); keyed by the base's
+  bytes, the adapter's files, the dtype and device type of the merge, and torch's and peft's versions;
 - ``backbones/``: the tiny test backbone, built from a seed; versioned by its name;
 - ``inductor/``: what ``torch.compile`` compiled for the ``torch`` backend's int8 loop and for int8
   training (``TORCHINDUCTOR_CACHE_DIR`` unless the user set it: :func:`use_inductor_cache`), one
   folder per torch version; inductor keys the files inside by what they compile;
 - ``compute/``: ``dtype="auto"`` / ``precision="auto"``'s decisions (:func:`~prmkit.policies.choose_compute`),
-  one small JSON file per CPU identity, thread count, torch version and probed shape.
+  one small JSON file per CPU identity, thread count, torch version and probed shape;
+- ``smoothquant/``: the ``torch`` backend's int8 calibration for a model (SmoothQuant's activation
+  ranges, read from a fixed text), one small safetensors file keyed by the model's weights, the
+  calibration tokens, the CPU, thread count and torch version.
 
 Entries are written to a ``.tmp-*`` folder, flushed to disk (every file, then the folder) and renamed
 when complete (``prmkit._jsonio.publish_folder``), so a ``.tmp-*`` folder is an interrupted conversion
@@ -43,11 +49,15 @@ CACHE_KINDS: dict[str, str] = {
            "quantisation and CTranslate2 version",
     "models": "shipped reward models merged with their base (--model default); keyed by the "
               "shipped adapter's files",
+    "merged": "policies with a LoRA adapter merged in (the default policy: SmolLM2 + the arith adapter); "
+              "keyed by the base's bytes, the adapter's files, dtype, device type, torch and peft versions",
     "backbones": "the tiny test backbone; versioned by its name",
     "inductor": "torch.compile's kernels for the torch backend's int8 loop and int8 training; one "
                 "folder per torch version, inductor's own keys inside",
     "compute": "what dtype=auto / precision=auto chose on this machine (choose_compute's probe); keyed by "
                "the CPU, thread count, torch version and product shape",
+    "smoothquant": "the torch backend's int8 calibration (SmoothQuant's activation ranges), one small file a "
+                   "model; keyed by its weights, the calibration text, the CPU, thread count and torch version",
 }
 
 
@@ -118,7 +128,7 @@ def _entry(kind: str, path: Path) -> CacheEntry:
     name, key, note = path.name, "", ""
     if name.startswith(".tmp"):
         note = "an interrupted conversion: never read"
-    elif m := _CONTENT_KEY.search(name):
+    elif m := _CONTENT_KEY.search(name.removesuffix(".safetensors")):
         key = m.group(1)
     elif kind == "gguf" and (m := _OLD_GGUF_KEY.search(name)):
         key, note = m.group(1), "an older key (size, modification time): never read"

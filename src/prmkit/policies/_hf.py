@@ -38,7 +38,7 @@ from prmkit.errors import MissingDependencyError, PrmkitError
 from prmkit.policies._base import Completion, GenerationRequest, SamplingParams, apply_stop, derive_seed
 
 __all__ = ["HFPolicy", "default_policy_model", "load_causal_lm", "cache_dir", "gguf_cache_dir",
-           "load_adapter"]
+           "load_adapter", "merged_cache_dir"]
 
 #: How a policy's user allows pickle weights (named in the refusal).
 PICKLE_FLAG = "-p allow_pickle=true (allow_pickle=True in Python)"
@@ -125,15 +125,11 @@ def load_causal_lm(model: str | None = None, *, gguf_file: str | None = None,
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError:
         raise MissingDependencyError("transformers", "hf", "the hf policy backend") from None
-    if model is None:
-        model, gguf_file = default_policy_model()
-    elif gguf_file is None and str(model).endswith(".gguf"):
-        model, gguf_file = os.path.dirname(os.path.abspath(model)), os.path.basename(model)
+    model, gguf_file, model_id = _model_id(model, gguf_file)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     torch_dtype = getattr(torch, dtype) if dtype else (
         torch.bfloat16 if device.startswith("cuda") else torch.float32)
     kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
-    model_id = f"{Path(model).name}/{gguf_file}" if gguf_file else str(model)
     # a hub id is not a folder to check: ask transformers for its safetensors weights only
     lm_kwargs: dict[str, Any] = {} if allow_pickle or gguf_file else {"use_safetensors": True}
     source = model
@@ -226,6 +222,109 @@ def _save_cache(lm: Any, tok: Any, path: Path) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
     except (OSError, ValueError):
         pass  # a read-only home (or a model that cannot be saved) only costs the next load its 30 s
+
+
+def _weights_digest(model: str | None, gguf_file: str | None) -> tuple[str, str] | None:
+    """``(name, digest)`` of a base model's bytes where they are on this machine: a GGUF file
+    (:func:`file_digest`), or a local folder's config and weight files; None for a hub id."""
+    import hashlib
+
+    model, gguf_file, _ = _model_id(model, gguf_file)
+    if gguf_file:
+        return Path(gguf_file).stem, file_digest(os.path.join(model, gguf_file))
+    folder = Path(model)
+    if not folder.is_dir():
+        return None
+    files = sorted(f for f in folder.iterdir() if f.is_file() and (
+        f.name == "config.json" or f.suffix in (".safetensors", ".bin")))
+    if not any(f.suffix in (".safetensors", ".bin") for f in files):
+        return None
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f"{f.name}:{file_digest(f)};".encode())
+    return folder.name, h.hexdigest()[:16]
+
+
+def _adapter_digest(adapter: str) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in sorted(Path(adapter).iterdir()):
+        if f.is_file() and (f.name == "adapter_config.json" or f.name.startswith("adapter_model.")):
+            h.update(f"{f.name}:{file_digest(f)};".encode())
+    return h.hexdigest()[:16]
+
+
+def _load_dtype(dtype: str | None, device: str | None) -> tuple[str, str]:
+    """``(dtype name, device)`` as :func:`load_causal_lm` resolves them."""
+    torch = _torch()
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    return dtype or ("bfloat16" if device.startswith("cuda") else "float32"), device
+
+
+def merged_cache_dir(model: str | None, gguf_file: str | None, adapter: str, *,
+                     dtype: str | None = None, device: str | None = None) -> Path | None:
+    """Where ``model`` with the LoRA ``adapter`` merged in is cached: ``cache_dir()/merged/<base
+    name>-<adapter name>-<key>``, the key a hash of the base's bytes, the adapter's files, the dtype
+    and device type the merge ran in, and torch's and peft's versions, so a cached entry holds
+    exactly the tensors the merge gives. None where the base's bytes are not on this machine (a hub
+    id): nothing is cached then."""
+    import hashlib
+    from importlib import metadata
+
+    base = _weights_digest(model, gguf_file)
+    if base is None:
+        return None
+    dtype, device = _load_dtype(dtype, device)
+    try:
+        peft_version = metadata.version("peft")
+    except metadata.PackageNotFoundError:
+        return None
+    raw = [base[1], _adapter_digest(adapter), dtype, str(device).split(":")[0],
+           _torch().__version__.split("+")[0], peft_version]
+    key = hashlib.sha256(repr(raw).encode()).hexdigest()[:16]
+    return cache_dir() / "merged" / f"{base[0]}-{Path(adapter).name}-{key}"
+
+
+def weights_key(model: str | None, gguf_file: str | None, adapter: str | None) -> str | None:
+    """A name for the weights a policy runs, from their bytes: the merged entry's name
+    (:func:`merged_cache_dir`) with an adapter, ``<base name>-<digest>`` without; None where the base's
+    bytes are not on this machine (a hub id)."""
+    if adapter:
+        where = merged_cache_dir(model, gguf_file, adapter)
+        return None if where is None else where.name
+    base = _weights_digest(model, gguf_file)
+    return None if base is None else f"{base[0]}-{base[1]}"
+
+
+def load_merged(model: str | None, adapter: str, *, gguf_file: str | None = None, dtype: str | None = None,
+                device: str | None = None, trust_remote_code: bool = False,
+                allow_pickle: bool = False) -> tuple[Any, Any, str, bool]:
+    """``(model, tokenizer, model_id, from_cache)``: ``model`` with the LoRA ``adapter`` merged in
+    (:func:`load_adapter`), read from :func:`merged_cache_dir` where an earlier process saved it (a
+    merge of SmolLM2's 210 adapted products takes seconds; reading the merged weights about one),
+    else merged and saved there for the next one. Bit for bit the same tensors either way."""
+    check_safe_weights(adapter, allow_pickle=allow_pickle, flag=PICKLE_FLAG)
+    where = merged_cache_dir(model, gguf_file, adapter, dtype=dtype, device=device)
+    if where is not None and (where / "config.json").is_file():
+        lm, tok, _ = load_causal_lm(str(where), dtype=_load_dtype(dtype, device)[0], device=device)
+        _, _, model_id = _model_id(model, gguf_file)
+        return lm, tok, model_id, True
+    lm, tok, model_id = load_causal_lm(model, gguf_file=gguf_file, dtype=dtype, device=device,
+                                       trust_remote_code=trust_remote_code, allow_pickle=allow_pickle)
+    lm = load_adapter(lm, adapter, allow_pickle=allow_pickle)
+    if where is not None and not trust_remote_code:  # a remote-code model may not load from a plain folder
+        _save_cache(lm, tok, where)
+    return lm, tok, model_id, False
+
+
+def _model_id(model: str | None, gguf_file: str | None) -> tuple[str, str | None, str]:
+    """``(model, gguf_file, model_id)`` as :func:`load_causal_lm` names a model."""
+    if model is None:
+        model, gguf_file = default_policy_model()
+    elif gguf_file is None and str(model).endswith(".gguf"):
+        model, gguf_file = os.path.dirname(os.path.abspath(model)), os.path.basename(model)
+    return model, gguf_file, (f"{Path(model).name}/{gguf_file}" if gguf_file else str(model))
 
 
 def load_adapter(lm: Any, adapter: str, *, allow_pickle: bool = False) -> Any:
@@ -437,17 +536,20 @@ class HFPolicy:
         adapter = resolve_adapter(model, adapter)
         if adapter:  # checked before the model loads: a refusal should not cost the load
             check_safe_weights(adapter, allow_pickle=allow_pickle, flag=PICKLE_FLAG)
-        self.model, self.tokenizer, self.model_id = load_causal_lm(
-            model, gguf_file=gguf_file, dtype=dtype, device=device,
-            trust_remote_code=trust_remote_code, allow_pickle=allow_pickle)
+        #: Whether the adapter-merged weights came from prmkit's cache (:func:`load_merged`).
+        self.merged_from_cache = False
+        if adapter:
+            self.model, self.tokenizer, self.model_id, self.merged_from_cache = load_merged(
+                model, adapter, gguf_file=gguf_file, dtype=dtype, device=device,
+                trust_remote_code=trust_remote_code, allow_pickle=allow_pickle)
+            self.model_id += f"+{Path(adapter).name}"
+        else:
+            self.model, self.tokenizer, self.model_id = load_causal_lm(
+                model, gguf_file=gguf_file, dtype=dtype, device=device,
+                trust_remote_code=trust_remote_code, allow_pickle=allow_pickle)
         #: Worked examples the prompt should carry: 0 for a policy tuned by ``prmkit policy sft``
         #: (trained on zero-shot prompts), None to let the caller decide.
-        self.prompt_shots: int | None = None
-        if adapter:
-            if (Path(adapter) / "prmkit_sft.json").exists():
-                self.prompt_shots = 0
-            self.model = load_adapter(self.model, adapter, allow_pickle=allow_pickle)
-            self.model_id += f"+{Path(adapter).name}"
+        self.prompt_shots: int | None = 0 if adapter and (Path(adapter) / "prmkit_sft.json").exists() else None
         self.load_seconds = time.perf_counter() - t0
         self.adapter = adapter
         self.batch_size = batch_size

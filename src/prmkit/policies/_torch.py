@@ -67,13 +67,14 @@ from __future__ import annotations
 
 import functools
 import warnings
+from pathlib import Path
 from typing import Any
 
 import prmkit.policies._compute as _compute
 from prmkit.policies._base import SamplingParams
 from prmkit.policies._cache import use_inductor_cache
 from prmkit.policies._compute import ComputeChoice, choose_compute
-from prmkit.policies._hf import HFPolicy, _RowSampler, _torch
+from prmkit.policies._hf import HFPolicy, _RowSampler, _torch, cache_dir, weights_key
 from prmkit.policies._int8 import (
     INT8_KERNELS,
     _int8_fbgemm_kernel,
@@ -100,6 +101,48 @@ CALIBRATION = (
     "Paris is the capital of France, and the Seine flows through it.")
 
 
+def _ranges_path(lm: Any, source: str | None, calibration: list[int]) -> Path | None:
+    """Where SmoothQuant's activation ranges (:meth:`_Plan._smooth`) for the model whose weights
+    ``source`` names (a key of its bytes: :func:`~prmkit.policies._hf.weights_key`; None: not
+    cached) are kept: ``cache_dir()/smoothquant/<source>-<key>.safetensors``, the key a hash of the
+    calibration tokens, the device, the dtype, and this CPU, thread count and torch version (a float
+    sum's order, and so a range's last bit, can depend on each). A calibration pass costs SmolLM2 about
+    3 s on 2 cores; reading the ranges back, milliseconds, and the same int8 weights."""
+    import hashlib
+
+    if source is None:
+        return None
+    raw = [calibration, str(lm.device), str(lm.dtype), _compute.cpu_info().key()]
+    key = hashlib.sha256(repr(raw).encode()).hexdigest()[:16]
+    return cache_dir() / "smoothquant" / f"{source}-{key}.safetensors"
+
+
+def _read_ranges(path: Path | None, names: set[str], torch: Any) -> dict[str, Any] | None:
+    """The ranges kept at ``path`` if it holds exactly ``names`` (else None: computed again)."""
+    if path is None or not path.is_file():
+        return None
+    try:
+        from safetensors.torch import load_file
+
+        kept = load_file(str(path))
+    except Exception:  # noqa: BLE001 - a damaged entry costs one calibration pass, nothing else
+        return None
+    return kept if set(kept) == names and all(v.dtype == torch.float32 for v in kept.values()) else None
+
+
+def _keep_ranges(path: Path, ranges: dict[str, Any]) -> None:
+    """Save ranges for the next process (best effort: a read-only cache costs it a calibration pass)."""
+    from safetensors.torch import save
+
+    from prmkit._durable import write_bytes_file
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes_file(path, save({k: v.detach().cpu().contiguous() for k, v in ranges.items()}))
+    except OSError:
+        pass
+
+
 def decode_support(model: Any) -> str | None:
     """None if the decode loop can run ``model``, else why not (the backend then uses
     ``model.generate``)."""
@@ -123,8 +166,12 @@ class _Plan:
     """The decoder's weights arranged for the loop: fused q/k/v and gate/up matrices per layer."""
 
     def __init__(self, lm: Any, torch: Any, int8: bool = False, calibration: list[int] | None = None,
-                 kernel: str = "int_mm") -> None:
+                 kernel: str = "int_mm", ranges: Path | None = None) -> None:
         cfg, inner = lm.config, lm.model
+        #: Where SmoothQuant's activation ranges are kept (:func:`_ranges_path`), or None.
+        self.ranges_path = ranges
+        #: Whether they came from there instead of a calibration pass.
+        self.ranges_cached = False
         self.nh = cfg.num_attention_heads
         self.kvh = getattr(cfg, "num_key_value_heads", None) or self.nh
         self.hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.nh
@@ -220,12 +267,20 @@ class _Plan:
                 stats[key] = torch.maximum(stats[key], top) if key in stats else top
             return seen
 
-        hooks = [m.register_forward_hook(hook(key)) for key, m in watch]
-        try:
-            lm(torch.tensor([ids], device=self.embed.device))
-        finally:
-            for h in hooks:
-                h.remove()
+        names = {key: ".".join(map(str, key)) for key, _ in watch}
+        kept = _read_ranges(self.ranges_path, set(names.values()), torch)
+        if kept is not None:
+            stats = {key: kept[name].to(self.embed.device) for key, name in names.items()}
+            self.ranges_cached = True
+        else:
+            hooks = [m.register_forward_hook(hook(key)) for key, m in watch]
+            try:
+                lm(torch.tensor([ids], device=self.embed.device))
+            finally:
+                for h in hooks:
+                    h.remove()
+            if self.ranges_path is not None:
+                _keep_ranges(self.ranges_path, {names[key]: v for key, v in stats.items()})
 
         def factor(key: Any, w: Any) -> Any:
             act = stats[key].clamp_min(1e-5) ** alpha
@@ -550,8 +605,10 @@ class TorchPolicy(HFPolicy):
             if int8 and kernel == "auto":
                 chosen = self.compute.kernel if self.compute is not None else None
                 kernel = chosen or int8_kernel_for(_compute.cpu_info().fast_int8, torch)
-            self._plan = _Plan(self.model, torch, int8=int8, calibration=self._calibration_ids() if int8 else None,
-                               kernel=kernel if int8 else "int_mm")
+            calibration = self._calibration_ids() if int8 else None
+            ranges = _ranges_path(self.model, weights_key(model, gguf_file, self.adapter), calibration) if int8 else None
+            self._plan = _Plan(self.model, torch, int8=int8, calibration=calibration,
+                               kernel=kernel if int8 else "int_mm", ranges=ranges)
             fp32_cpu = cpu and not int8 and self.model.dtype == torch.float32
             # fbgemm's products are not compiled: its ops break inductor's graphs (measured on SmolLM2:
             # 227 tokens/s compiled against 336 eager, 2 AVX2 cores).
