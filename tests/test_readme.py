@@ -501,8 +501,86 @@ def _argv(text: str) -> list[str] | None:
     return out
 
 
+def _script_argv(text: str) -> list[str] | None:
+    """``[script, args...]`` of a plain ``python benchmarks/NAME.py ...`` line, or None."""
+    if "$" in text or "`" in text:
+        return None
+    lex = shlex.shlex(text, posix=True, punctuation_chars=True)
+    lex.whitespace_split, lex.commenters = True, "#"
+    tokens = list(lex)
+    if (len(tokens) < 2 or tokens[0] != "python" or not re.fullmatch(r"benchmarks/\w+\.py", tokens[1])
+            or any(t and set(t) <= set("|&;<>()") for t in tokens)):
+        return None
+    return tokens[1:]
+
+
+def _run_script(argv: list[str], cwd: Path, capfd) -> tuple[int, str]:
+    """Run a benchmark script in this process, as ``python SCRIPT ARGS`` would in ``cwd`` (its folder
+    first on ``sys.path``, ``__name__ == "__main__"``, its record under ``cwd/bench-results``), and
+    put back what it may change: the working folder, ``sys.argv`` and ``sys.path``, the environment,
+    torch's thread count, the signal handlers, and the benchmark modules it imported (``_record`` notes
+    the load average when imported: the next script imports it afresh). A fresh interpreter for each
+    such line cost 4-6 s of importing torch and transformers, about a tenth of the suite's CPU time."""
+    import builtins
+    import gc
+    import signal
+    import traceback
+    import types
+    from unittest import mock
+
+    import torch
+
+    script = cwd / argv[0]
+    folder = script.resolve().parent
+    saved_argv, saved_path, threads = list(sys.argv), list(sys.path), torch.get_num_threads()
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    before = set(sys.modules)
+    mains = {name: sys.modules.get(name) for name in ("__main__", "__mp_main__")}
+    old = Path.cwd()
+    os.chdir(cwd)
+    args = [f for t in argv[1:] for f in ((sorted(glob.glob(t)) if "*" in t or "?" in t else []) or [t])]
+    sys.argv, sys.path[:0] = [argv[0], *args], [str(script.parent)]
+    # The script's module is ``__main__`` and, for the processes a benchmark spawns, ``__mp_main__``
+    # too: multiprocessing named this process's original ``__main__`` so when it was first imported,
+    # and a spawned child's results name their classes by it.
+    main = types.ModuleType("__main__")
+    main.__file__, main.__builtins__ = str(script), builtins
+    code = 0
+    try:
+        with _no_compile(), mock.patch.dict(os.environ, {"PRMKIT_BENCH_RESULTS": str(cwd / "bench-results")}):
+            sys.modules["__main__"] = sys.modules["__mp_main__"] = main
+            exec(compile(script.read_bytes(), str(script), "exec"), main.__dict__)
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if not isinstance(e.code, int) and e.code is not None:
+            print(e.code, file=sys.stderr)
+    except Exception:  # noqa: BLE001 - reported as the subprocess would: a traceback, exit 1
+        traceback.print_exc()
+        code = 1
+    finally:
+        for name, module in mains.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+        os.chdir(old)
+        sys.argv, sys.path[:] = saved_argv, saved_path
+        torch.set_num_threads(threads)
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+        for name in set(sys.modules) - before:
+            where = getattr(sys.modules[name], "__file__", None) or ""
+            if where and Path(where).resolve().parent == folder:
+                del sys.modules[name]
+        gc.collect()
+    out = capfd.readouterr()
+    return code, out.out + out.err
+
+
 def _run_shell(case: Case, cwd: Path, capfd) -> tuple[int, str]:
     text = case.text + (f" {case.append}" if case.append else "")
+    if not case.repository and (script := _script_argv(case.text)) is not None:
+        return _run_script(script + shlex.split(case.append), cwd, capfd)
     argv = _argv(case.text)
     if argv is not None:
         from prmkit.cli import main
