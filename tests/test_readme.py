@@ -8,7 +8,9 @@ command's help (``Example: prmkit ...``, ``On 2 CPU processes: prmkit ...``). A 
 in a backslash goes on) is one test case; a ``NAME=value`` (or ``NAME="several words"``) line sets ``$NAME`` for
 the lines after it (substituted as a shell would split it).
 A plain ``prmkit ...`` line runs in this process (``prmkit.cli.main``, ``*`` patterns expanded as a
-shell would); anything else runs under bash with this Python's ``bin`` first on ``PATH``. Either way
+shell would), and so does a plain ``python benchmarks/NAME.py ...`` line (:func:`_run_script`: as its
+own ``__main__``, with what it may change put back); anything else runs under bash with this Python's
+``bin`` first on ``PATH``. Either way
 torch's compiler is off (:data:`NO_COMPILE`), except in the quick start's fresh environment. A Python
 block runs as a doctest if it holds ``>>>``, else it is executed. A line's own comment ``# exits N``
 gives the exit status it must end with (else 0).
