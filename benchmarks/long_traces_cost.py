@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--model", default="default")
     ap.add_argument("--traces", type=int, default=8, help="the longest N traces of the split")
     ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--lengths", default="512,2048,4096")
+    ap.add_argument("--lengths", default="512,2048,4096", help="max_length values for the longest traces (empty: none)")
     ap.add_argument("--bound", default="4096", help="synthetic traces exactly this long (empty: none)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--synthetic", type=int, default=0, help=argparse.SUPPRESS)
@@ -101,12 +101,13 @@ def main(argv: list[str] | None = None) -> None:
         return
     print(f"{args.model} PRM, fp32, {os.environ.get('OMP_NUM_THREADS', '2')} threads, batch {args.batch}; "
           f"peak memory is the process's above what it held after loading the model\n")
-    rows = [run(argv, int(m)) for m in args.lengths.split(",") if m]
-    ref = rows[-1]["scores"]
-    print(f"the {args.traces} longest ProcessBench {args.split} traces in characters "
-          f"(the longest {rows[0]['longest']} tokens)")
-    print(f"{'max_length':>10} {'tokens run':>10} {'seconds':>8} {'tokens/s':>8} {'peak MiB':>8} "
-          f"{'max |score - score at ' + str(rows[-1]['max_length']) + '|':>26}")
+    rows = [run(argv, int(m)) for m in args.lengths.split(",") if m]  # --lengths "": the bounds only
+    ref = rows[-1]["scores"] if rows else []
+    if rows:
+        print(f"the {args.traces} longest ProcessBench {args.split} traces in characters "
+              f"(the longest {rows[0]['longest']} tokens)")
+        print(f"{'max_length':>10} {'tokens run':>10} {'seconds':>8} {'tokens/s':>8} {'peak MiB':>8} "
+              f"{'max |score - score at ' + str(rows[-1]['max_length']) + '|':>26}")
     for r in rows:
         diff = max(abs(a - b) for s, t in zip(r["scores"], ref, strict=True) for a, b in zip(s, t, strict=True)
                    if a is not None and b is not None)
