@@ -487,31 +487,33 @@ def _repository_copy(dest: Path) -> Path:
     return dest
 
 
-def _argv(text: str) -> list[str] | None:
-    """The arguments of a plain ``prmkit`` line, or None when it needs a shell."""
+def _plain_tokens(text: str) -> list[str]:
+    """A line's words when it needs no shell (no variables, substitutions, pipes or redirections;
+    its comment dropped), else []."""
     if "$" in text or "`" in text:
-        return None
+        return []
     lex = shlex.shlex(text, posix=True, punctuation_chars=True)
     lex.whitespace_split, lex.commenters = True, "#"
     tokens = list(lex)
-    if not tokens or tokens[0] != "prmkit" or any(t and set(t) <= set("|&;<>()") for t in tokens):
-        return None
-    out = []
-    for t in tokens[1:]:
-        found = sorted(glob.glob(t)) if ("*" in t or "?" in t) else []
-        out += found or [t]
-    return out
+    return [] if any(t and set(t) <= set("|&;<>()") for t in tokens) else tokens
+
+
+def _expand(tokens: list[str]) -> list[str]:
+    """``*`` / ``?`` patterns expanded in the working folder, as a shell would."""
+    return [f for t in tokens for f in ((sorted(glob.glob(t)) if "*" in t or "?" in t else []) or [t])]
+
+
+def _argv(text: str) -> list[str] | None:
+    """The arguments of a plain ``prmkit`` line (patterns not yet expanded), or None when it needs a
+    shell."""
+    tokens = _plain_tokens(text)
+    return tokens[1:] if tokens and tokens[0] == "prmkit" else None
 
 
 def _script_argv(text: str) -> list[str] | None:
     """``[script, args...]`` of a plain ``python benchmarks/NAME.py ...`` line, or None."""
-    if "$" in text or "`" in text:
-        return None
-    lex = shlex.shlex(text, posix=True, punctuation_chars=True)
-    lex.whitespace_split, lex.commenters = True, "#"
-    tokens = list(lex)
-    if (len(tokens) < 2 or tokens[0] != "python" or not re.fullmatch(r"benchmarks/\w+\.py", tokens[1])
-            or any(t and set(t) <= set("|&;<>()") for t in tokens)):
+    tokens = _plain_tokens(text)
+    if len(tokens) < 2 or tokens[0] != "python" or not re.fullmatch(r"benchmarks/\w+\.py", tokens[1]):
         return None
     return tokens[1:]
 
@@ -540,8 +542,7 @@ def _run_script(argv: list[str], cwd: Path, capfd) -> tuple[int, str]:
     mains = {name: sys.modules.get(name) for name in ("__main__", "__mp_main__")}
     old = Path.cwd()
     os.chdir(cwd)
-    args = [f for t in argv[1:] for f in ((sorted(glob.glob(t)) if "*" in t or "?" in t else []) or [t])]
-    sys.argv, sys.path[:0] = [argv[0], *args], [str(script.parent)]
+    sys.argv, sys.path[:0] = [argv[0], *_expand(argv[1:])], [str(script.parent)]
     # The script's module is ``__main__`` and, for the processes a benchmark spawns, ``__mp_main__``
     # too: multiprocessing named this process's original ``__main__`` so when it was first imported,
     # and a spawned child's results name their classes by it.
@@ -587,12 +588,11 @@ def _run_shell(case: Case, cwd: Path, capfd) -> tuple[int, str]:
     if argv is not None:
         from prmkit.cli import main
 
-        argv += shlex.split(case.append)
         old = Path.cwd()
-        os.chdir(cwd)
+        os.chdir(cwd)  # before expanding: a pattern names files of the line's folder
         try:
             with _no_compile():
-                main(argv)
+                main(_expand(argv) + shlex.split(case.append))
             code = 0
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
