@@ -517,6 +517,28 @@ def test_compiled_int8_decode_repeats_and_is_batch_invariant(wide_lm):
     assert plan.compiled is counted
 
 
+def test_each_model_size_compiles_under_a_code_object_of_its_own():
+    """Dynamo keeps graphs per code object: models of other sizes must not share one, or the second
+    model's size guards fail against the first's graphs, automatic dynamic shapes compile its hidden
+    size and heads as symbols (slower kernels, no on-disk cache hit; 99 s instead of 40 s for the test
+    above after a SmolLM2 decode), and the recompile limit is shared. One layer function (one set of
+    sizes) keeps one compiled function."""
+    from prmkit.policies._torch import _compiled_layers
+
+    def small(x, cos, sin, *args):
+        return x
+
+    def large(x, cos, sin, *args):
+        return x
+
+    a, b = _compiled_layers(small, torch), _compiled_layers(large, torch)
+    assert _compiled_layers(small, torch) is a
+    code_a, code_b = (f._torchdynamo_orig_callable.__code__ for f in (a, b))
+    assert code_a is not code_b and code_a.co_name != code_b.co_name
+    x = torch.ones(2, 3)
+    assert torch.equal(a(x, x, x, torch.empty(0, 1), ((),)), x)  # the renamed function still runs
+
+
 def test_torch_compile_disable_keeps_the_loop_eager_and_says_so(wide_lm):
     """Under torch's own switch (``TORCH_COMPILE_DISABLE=1``, here its config) a compiled function runs
     eagerly: the plan does not compile, even asked to, and ``describe()`` says why."""

@@ -66,6 +66,8 @@ says (``describe()`` then has ``compiled_off``).
 from __future__ import annotations
 
 import functools
+import itertools
+import types
 import warnings
 from pathlib import Path
 from typing import Any
@@ -782,15 +784,26 @@ def _layer_function(torch: Any, linear: Any, scale: float, eps: float, nh: int, 
 @functools.cache
 def _compiled_layers(layer: Any, torch: Any) -> Any:
     """``torch.compile`` of ``layer`` applied to a run of layers (:meth:`_Plan.compile`), one per
-    ``layer`` (a new compiled function per plan would add its graphs to the same code's, up to
-    torch's limit of recompilations, past which calls run eagerly)."""
+    ``layer``, that is one per set of model sizes (a new compiled function per plan would add its
+    graphs to the same one's, up to torch's limit of recompilations, past which calls run eagerly).
+    Each has a code object of its own: Dynamo keeps graphs per code object, and a second model's
+    graphs kept beside the first's would fail their size guards, and its automatic dynamic shapes
+    would then compile the model's own sizes (hidden, heads) as symbols: slower kernels (see
+    :func:`_layer_function`), and graphs inductor's on-disk cache does not have (a test process
+    that decoded SmolLM2 before a tiny model compiled the tiny one's four graphs in 99 s, not 40)."""
     def layers(x, cos, sin, span, group):
         for args in group:
             x = layer(x, cos, sin, *args, span)
         return x
 
+    name = f"decode_layers_{next(_CODE_IDS)}"
+    code = layers.__code__.replace(co_name=name)  # a new code object
+    layers = types.FunctionType(code, layers.__globals__, name, None, layers.__closure__)
     config = torch._inductor.config
     return torch.compile(layers, options={k: v for k, v in COMPILE_OPTIONS.items() if hasattr(config, k)})
+
+
+_CODE_IDS = itertools.count()
 
 
 #: Inductor options of the compiled decode layers: no per-call assertions on the inputs' sizes,
