@@ -8,7 +8,8 @@ command's help (``Example: prmkit ...``, ``On 2 CPU processes: prmkit ...``). A 
 in a backslash goes on) is one test case; a ``NAME=value`` (or ``NAME="several words"``) line sets ``$NAME`` for
 the lines after it (substituted as a shell would split it).
 A plain ``prmkit ...`` line runs in this process (``prmkit.cli.main``, ``*`` patterns expanded as a
-shell would), and so does a plain ``python benchmarks/NAME.py ...`` line (:func:`_run_script`: as its
+shell would; ``NAME=value`` words before ``prmkit`` set those variables while it runs, and
+``OMP_NUM_THREADS`` torch's thread count, as a fresh process would read them), and so does a plain ``python benchmarks/NAME.py ...`` line (:func:`_run_script`: as its
 own ``__main__``, with what it may change put back); anything else runs under bash with this Python's
 ``bin`` first on ``PATH``. Either way
 torch's compiler is off (:data:`NO_COMPILE`), except in the quick start's fresh environment. A Python
@@ -503,11 +504,36 @@ def _expand(tokens: list[str]) -> list[str]:
     return [f for t in tokens for f in ((sorted(glob.glob(t)) if "*" in t or "?" in t else []) or [t])]
 
 
-def _argv(text: str) -> list[str] | None:
-    """The arguments of a plain ``prmkit`` line (patterns not yet expanded), or None when it needs a
-    shell."""
+_ENV_WORD = re.compile(r"([A-Za-z_]\w*)=(.*)", re.S)
+
+
+def _argv(text: str) -> tuple[list[str], dict[str, str]] | None:
+    """The arguments of a plain ``prmkit`` line (patterns not yet expanded) and the variables its
+    leading ``NAME=value`` words set, or None when it needs a shell."""
     tokens = _plain_tokens(text)
-    return tokens[1:] if tokens and tokens[0] == "prmkit" else None
+    env = {}
+    while tokens and (m := _ENV_WORD.fullmatch(tokens[0])):
+        env[m.group(1)] = m.group(2)
+        tokens = tokens[1:]
+    return (tokens[1:], env) if tokens and tokens[0] == "prmkit" else None
+
+
+@contextlib.contextmanager
+def _line_env(env: dict[str, str]):
+    """A line's ``NAME=value`` words, for the time it runs in this process: the variables set, and
+    torch's thread count from ``OMP_NUM_THREADS`` (a fresh process reads it when torch loads)."""
+    from unittest import mock
+
+    import torch
+
+    threads = torch.get_num_threads()
+    with mock.patch.dict(os.environ, env):
+        if "OMP_NUM_THREADS" in env:
+            torch.set_num_threads(int(env["OMP_NUM_THREADS"]))
+        try:
+            yield
+        finally:
+            torch.set_num_threads(threads)
 
 
 def _script_argv(text: str) -> list[str] | None:
@@ -584,14 +610,15 @@ def _run_shell(case: Case, cwd: Path, capfd) -> tuple[int, str]:
     text = case.text + (f" {case.append}" if case.append else "")
     if not case.repository and (script := _script_argv(case.text)) is not None:
         return _run_script(script + shlex.split(case.append), cwd, capfd)
-    argv = _argv(case.text)
-    if argv is not None:
+    line = _argv(case.text)
+    if line is not None:
         from prmkit.cli import main
 
+        argv, line_env = line
         old = Path.cwd()
         os.chdir(cwd)  # before expanding: a pattern names files of the line's folder
         try:
-            with _no_compile():
+            with _no_compile(), _line_env(line_env):
                 main(_expand(argv) + shlex.split(case.append))
             code = 0
         except SystemExit as e:
