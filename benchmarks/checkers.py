@@ -19,7 +19,14 @@ ProcessBench reads a PRM's first step below the threshold. Per split, with 95% b
   each step scored 1.0, or 0.0 where flagged, at the official threshold 0.5.
 
 Checkers: each registered one alone, and all of them together. ``--model DIR`` also scores the split
-with that PRM and prints its F1 alone and with each checker (``CheckedScorer``: flagged steps 0).
+with that PRM and prints its F1 alone and with each checker (``CheckedScorer``: flagged steps 0), at
+the official threshold 0.5; ``--scored DIR`` reads splits a PRM already scored instead
+(``benchmarks/processbench_pair.py``'s ``<out>/prm/<split>.jsonl``: step scores under ``prm``; no model
+is run). ``--cross-split`` (two splits or more, with either): each split's threshold is chosen on the
+other split(s) for the PRM alone and for the PRM with each checker, as
+``prmkit eval processbench --cross-split`` chooses it, then held fixed while the solutions are resampled;
+each combination's F1 gets an interval, and so does its difference from the PRM alone (paired: the
+same draws).
 
 ``--calibrate`` prints the share of steps each checker flags on right solutions (GSM8K train's
 reference solutions, one step per line; MATH-500's, one per paragraph) and the numbers the
@@ -155,6 +162,10 @@ def main() -> None:
                          "(ProcessBench lists the erroneous ones first, so --limit alone takes no error-free one)")
     ap.add_argument("--bootstrap", type=int, default=1000)
     ap.add_argument("--model", default=None, help="a PRM (folder or shipped name) to score with each checker")
+    ap.add_argument("--scored", type=Path, default=None,
+                    help="a folder of splits a PRM already scored (<split>.jsonl, scores under 'prm'), for --model")
+    ap.add_argument("--cross-split", action="store_true",
+                    help="with --model or --scored: thresholds chosen across splits, PRM alone and with each checker")
     ap.add_argument("--calibrate", action="store_true")
     ap.add_argument("--calibrate-n", type=int, default=1000)
     args = ap.parse_args()
@@ -170,8 +181,17 @@ def main() -> None:
         figures["calibrate"] = _calibrate(args)
     checkers = get_checkers(args.checkers)
     combos = [[c] for c in checkers] + ([checkers] if len(checkers) > 1 else [])
-    for split in [s.strip() for s in args.splits.split(",") if s.strip()]:
-        traces = list(read(args.data / "processbench" / f"{split}.json", "processbench"))[: args.limit]
+    names = [s.strip() for s in args.splits.split(",") if s.strip()]
+    if args.cross_split and (len(names) < 2 or not (args.model or args.scored)):
+        sys.exit("--cross-split needs two splits or more and a PRM (--model or --scored)")
+    crossed: dict = {}
+    for split in names:
+        if args.scored is not None:
+            if not (args.scored / f"{split}.jsonl").is_file():
+                sys.exit(f"--scored {args.scored}: no {split}.jsonl there")
+            traces = list(read(args.scored / f"{split}.jsonl"))[: args.limit]
+        else:
+            traces = list(read(args.data / "processbench" / f"{split}.json", "processbench"))[: args.limit]
         if args.per_side is not None:
             traces = ([t for t in traces if t.first_error() != -1][: args.per_side]
                       + [t for t in traces if t.first_error() == -1][: args.per_side])
@@ -194,8 +214,11 @@ def main() -> None:
             assert official is None or m["f1"] is None or abs(official - m["f1"]) < 1e-12, (official, m)
             print(_line(name, m, iv))
             figures[split][name] = {**m, "intervals": iv}
-        if args.model:
+        if args.model or args.scored:
             figures[split]["model"] = _with_model(args, traces, labels, preds_by)
+            crossed[split] = (traces, labels, preds_by)
+    if args.cross_split:
+        figures["cross_split"] = _cross_split(crossed, args.bootstrap)
     took = time.perf_counter() - t0
     print(f"\n({took:.0f} s)  python benchmarks/checkers.py " + " ".join(shlex.quote(a) for a in sys.argv[1:]))
     _record.record("checkers", figures, None, goal="checkers flag first errors with high precision",
@@ -207,9 +230,10 @@ def _with_model(args, traces, labels, preds_by) -> dict:
     from prmkit.eval import predict_first_error
     from prmkit.scoring import load_scorer, score_traces
 
-    t = time.perf_counter()
-    score_traces(load_scorer("model", args.model), traces, "prm")
-    print(f"  scored with {args.model} in {time.perf_counter() - t:.0f} s")
+    if args.scored is None:
+        t = time.perf_counter()
+        score_traces(load_scorer("model", args.model), traces, "prm")
+        print(f"  scored with {args.model} in {time.perf_counter() - t:.0f} s")
     prm = [predict_first_error(tr, "prm", 0.5) for tr in traces]
     out = {}
     for name, preds in [("PRM alone", None)] + [(f"PRM + {k}", v) for k, v in preds_by.items()]:
@@ -219,6 +243,69 @@ def _with_model(args, traces, labels, preds_by) -> dict:
         m, iv = _prf(rows), _intervals(rows, args.bootstrap)
         print(_line(name, m, iv))
         out[name] = {**m, "intervals": iv}
+    return out
+
+
+def _combined(prm: int, flag: int) -> int:
+    """The first error predicted by a PRM with a checker: the earlier of the two (-1: none)."""
+    return prm if flag == -1 else (flag if prm == -1 else min(prm, flag))
+
+
+def _cross_split(crossed: dict, bootstrap: int) -> dict:
+    """PRM alone and with each checker, each split's threshold chosen on the other splits; F1 with an
+    interval, and its difference from the PRM alone with a paired one."""
+    from prmkit.eval import (
+        evaluate_processbench,
+        percentile_interval,
+        predict_first_error,
+        stratified_resamples,
+    )
+
+    any_preds = next(iter(crossed.values()))[2]
+    combos = ["PRM alone"] + [f"PRM + {name}" for name in any_preds]
+    key = "_checked"
+    preds: dict = {}  # (combo, split) -> first error predicted per solution, at that split's threshold
+    out: dict = {}
+    print("\nthresholds chosen across splits (each split's on the others); F1 [95%], and its difference "
+          "from the PRM alone [paired 95%]")
+    for combo in combos:
+        for traces, _, preds_by in crossed.values():
+            flags = [-1] * len(traces) if combo == "PRM alone" else preds_by[combo.removeprefix("PRM + ")]
+            for t, flag in zip(traces, flags, strict=True):
+                for i, step in enumerate(t.steps):
+                    if "prm" in step.scores:  # a flagged step scores 0 (CheckedScorer); earlier ones decide
+                        step.scores[key] = 0.0 if i == flag else step.scores["prm"]
+        result = evaluate_processbench({s: v[0] for s, v in crossed.items()}, key=key, cross_split=True)
+        out[combo] = {}
+        for split, (traces, _, _) in crossed.items():
+            thr = result.splits[split]["threshold"]
+            preds[combo, split] = [predict_first_error(t, key, thr) for t in traces]
+            out[combo][split] = {"f1": result.splits[split]["f1"], "threshold": thr,
+                                 "error_acc": result.splits[split]["error_acc"],
+                                 "correct_acc": result.splits[split]["correct_acc"]}
+        out[combo]["mean_f1"] = result.average_f1
+        for t in (t for v in crossed.values() for t in v[0]):
+            for step in t.steps:
+                step.scores.pop(key, None)
+    for split, (_, labels, _) in crossed.items():
+        rows = [(lab, *(preds[c, split][k] for c in combos)) for k, lab in enumerate(labels)]
+        reps = stratified_resamples([[r for r in rows if r[0] != -1], [r for r in rows if r[0] == -1]], bootstrap)
+        print(f"  {split}:")
+        for j, combo in enumerate(combos, start=1):
+            f1 = [_prf([(r[0], r[j]) for r in a + b])["f1"] or 0.0 for a, b in reps]
+            diff = [f - (_prf([(r[0], r[1]) for r in a + b])["f1"] or 0.0) for f, (a, b) in zip(f1, reps, strict=True)]
+            m = out[combo][split]
+            est = m["f1"] or 0.0
+            lo, hi = percentile_interval(f1, est)
+            d_est = est - (out["PRM alone"][split]["f1"] or 0.0)
+            dlo, dhi = percentile_interval(diff, d_est)
+            m.update(interval=(float(lo), float(hi)), minus_alone=d_est, minus_alone_interval=(float(dlo), float(dhi)))
+            print(f"    {combo:36s} F1 {100 * est:5.1f} [{100 * lo:5.1f}, {100 * hi:5.1f}]  threshold {m['threshold']:.3f}"
+                  f"  error acc {100 * (m['error_acc'] or 0):5.1f}  correct acc {100 * (m['correct_acc'] or 0):5.1f}"
+                  + ("" if j == 1 else f"  vs alone {100 * d_est:+5.1f} [{100 * dlo:+5.1f}, {100 * dhi:+5.1f}]"))
+    for combo in combos:
+        mean = out[combo]["mean_f1"]
+        print(f"  mean F1 {combo:36s} {'—' if mean is None else f'{100 * mean:.1f}'}")
     return out
 
 
