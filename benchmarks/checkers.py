@@ -299,9 +299,10 @@ def _cross_split(crossed: dict, bootstrap: int) -> dict:
             lo, hi = percentile_interval(f1, est)
             d_est = est - (out["PRM alone"][split]["f1"] or 0.0)
             dlo, dhi = percentile_interval(diff, d_est)
-            m.update(interval=(float(lo), float(hi)), minus_alone=d_est, minus_alone_interval=(float(dlo), float(dhi)))
-            print(f"    {combo:36s} F1 {100 * est:5.1f} [{100 * lo:5.1f}, {100 * hi:5.1f}]  threshold {m['threshold']:.3f}"
-                  f"  error acc {100 * (m['error_acc'] or 0):5.1f}  correct acc {100 * (m['correct_acc'] or 0):5.1f}"
+            m.update(interval=(float(lo), float(hi)), minus_alone=d_est,
+                     minus_alone_interval=(float(dlo), float(dhi)))
+            print(f"    {combo:36s} F1 {100 * est:5.1f} [{100 * lo:5.1f}, {100 * hi:5.1f}]"
+                  f"  threshold {m['threshold']:.3f}  error acc {100 * (m['error_acc'] or 0):5.1f}  correct acc {100 * (m['correct_acc'] or 0):5.1f}"
                   + ("" if j == 1 else f"  vs alone {100 * d_est:+5.1f} [{100 * dlo:+5.1f}, {100 * dhi:+5.1f}]"))
     for combo in combos:
         mean = out[combo]["mean_f1"]

@@ -9,7 +9,8 @@ in a backslash goes on) is one test case; a ``NAME=value`` (or ``NAME="several w
 the lines after it (substituted as a shell would split it).
 A plain ``prmkit ...`` line runs in this process (``prmkit.cli.main``, ``*`` patterns expanded as a
 shell would; ``NAME=value`` words before ``prmkit`` set those variables while it runs, and
-``OMP_NUM_THREADS`` torch's thread count, as a fresh process would read them), and so does a plain ``python benchmarks/NAME.py ...`` line (:func:`_run_script`: as its
+``OMP_NUM_THREADS`` torch's thread count, as a fresh process would read them), and so does a plain
+``python benchmarks/NAME.py ...`` line (:func:`_run_script`: as its
 own ``__main__``, with what it may change put back); anything else runs under bash with this Python's
 ``bin`` first on ``PATH``. Either way
 torch's compiler is off (:data:`NO_COMPILE`), except in the quick start's fresh environment. A Python
