@@ -163,7 +163,7 @@ def main() -> None:
     ap.add_argument("--bootstrap", type=int, default=1000)
     ap.add_argument("--model", default=None, help="a PRM (folder or shipped name) to score with each checker")
     ap.add_argument("--scored", type=Path, default=None,
-                    help="a folder of splits a PRM already scored (<split>.jsonl, scores under 'prm'), for --model")
+                    help="instead of --model: splits a PRM already scored (<split>.jsonl, scores under 'prm')")
     ap.add_argument("--cross-split", action="store_true",
                     help="with --model or --scored: thresholds chosen across splits, PRM alone and with each checker")
     ap.add_argument("--calibrate", action="store_true")
@@ -237,8 +237,7 @@ def _with_model(args, traces, labels, preds_by) -> dict:
     prm = [predict_first_error(tr, "prm", 0.5) for tr in traces]
     out = {}
     for name, preds in [("PRM alone", None)] + [(f"PRM + {k}", v) for k, v in preds_by.items()]:
-        combined = prm if preds is None else [p if c == -1 else (c if p == -1 else min(p, c))
-                                             for p, c in zip(prm, preds, strict=True)]
+        combined = prm if preds is None else [_combined(p, c) for p, c in zip(prm, preds, strict=True)]
         rows = list(zip(labels, combined, strict=True))
         m, iv = _prf(rows), _intervals(rows, args.bootstrap)
         print(_line(name, m, iv))
