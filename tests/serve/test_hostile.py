@@ -246,10 +246,17 @@ def test_shutdown_waits_shutdown_timeout_then_answers_503(live_server):
     def call(key, steps):
         got[key] = httpx.post(server.url + "/v1/score", json=one("q", steps), timeout=30)
 
+    def wait_until(ready, what):  # the server's own state, not a sleep: on 2 busy cores 0.2 s was not enough
+        deadline = time.monotonic() + 10
+        while not ready():
+            assert time.monotonic() < deadline, f"the server never had {what}"
+            time.sleep(0.02)
+
     threads = [threading.Thread(target=call, args=(k, [k])) for k in ("scoring", "queued")]
-    for t in threads:
-        t.start()
-        time.sleep(0.2)
+    threads[0].start()
+    wait_until(lambda: scorer.calls, "the first request in its scorer")
+    threads[1].start()
+    wait_until(lambda: httpx.get(server.url + "/health").json()["queued_traces"] >= 1, "the second one queued")
     start = time.monotonic()
     server.server.handle_exit(signal.SIGTERM, None)
     try:
