@@ -123,12 +123,20 @@ def test_a_failing_demo_stage_leaves_the_previous_file(tmp_path, monkeypatch):
     assert path.read_bytes() == before and [t.id for t in read_traces(path)] == ["old0", "old1", "old2"]
 
 
+class _SavesConfig:
+    """Stands in for a transformers config: ``save_pretrained`` writes ``config.json``."""
+
+    def save_pretrained(self, folder) -> None:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        (Path(folder) / "config.json").write_text("{}")
+
+
 class _Saves:
     """Stands in for a transformers model and tokenizer: ``save_pretrained`` writes a file (or fails)."""
 
     def __init__(self, name: str, text: str, fail: bool = False) -> None:
         self.name, self.text, self.fail = name, text, fail
-        self.config = type("Config", (), {})()
+        self.config = _SavesConfig()
         self.hf_quantizer = None
 
     def save_pretrained(self, folder) -> None:

@@ -58,6 +58,16 @@ def test_conversion_is_cached_by_content(tiny_lm, policy, cache):
     assert q.folder != policy.folder and len(os.listdir(os.path.join(cache, "ct2"))) == 2
 
 
+def test_conversion_of_the_loaded_model_equals_ctranslate2s_own(tiny_lm, policy, tmp_path):
+    # convert_to_ct2 hands CTranslate2 the model it loaded; CTranslate2 converting the saved folder
+    # itself must give the same bytes.
+    import ctranslate2
+
+    ctranslate2.converters.TransformersConverter(tiny_lm).convert(str(tmp_path / "own"), quantization="float32")
+    for name in ("model.bin", "config.json", "vocabulary.json"):
+        assert (tmp_path / "own" / name).read_bytes() == open(os.path.join(policy.folder, name), "rb").read(), name
+
+
 def test_same_batch_plan_same_completions(policy):
     a, b = policy.generate(REQS, SP), policy.generate(REQS, SP)
     assert texts(a) == texts(b)

@@ -32,6 +32,7 @@ forwarded with it in one pass (``include_prompt_in_result=False``); only the con
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
@@ -124,10 +125,11 @@ def convert_to_ct2(model: str | None = None, *, gguf_file: str | None = None, ad
         return target
     if adapter:  # before the model loads: a refusal should not cost the load
         check_safe_weights(adapter, allow_pickle=allow_pickle, flag=PICKLE_FLAG)
-    # No GGUF -> safetensors cache here: the CTranslate2 folder is all a ct2 user needs, and the
-    # de-quantised float32 copy would add about 500 MB for one conversion's 30 seconds.
+    # No GGUF -> safetensors cache made here: the CTranslate2 folder is all a ct2 user needs, and the
+    # de-quantised float32 copy would add about 500 MB for one conversion's 30 seconds; one that the
+    # hf or torch backend already made is read (the same float32 weights, a second to load).
     lm, tok, model_id = load_causal_lm(model, gguf_file=gguf_file, dtype="float32", device="cpu",
-                                       trust_remote_code=trust_remote_code, cache=False,
+                                       trust_remote_code=trust_remote_code, cache="read",
                                        allow_pickle=allow_pickle)
     if adapter:
         lm = load_adapter(lm, adapter, allow_pickle=allow_pickle)
@@ -137,11 +139,21 @@ def convert_to_ct2(model: str | None = None, *, gguf_file: str | None = None, ad
         hf_dir, ct2_dir = work / "hf", work / "ct2"
         lm.hf_quantizer = None  # GGUF weights are plain floats once loaded (see _hf._save_cache)
         lm.config.__dict__.pop("quantization_config", None)
-        lm.save_pretrained(hf_dir)
+        # The converter reads the config and tokenizer from a folder and is handed the model already
+        # in memory: saving 540 MB of float32 weights only for it to load them back cost a third of
+        # a conversion.
+        lm.config.save_pretrained(hf_dir)
         tok.save_pretrained(hf_dir)
-        converter = ct2.converters.TransformersConverter(str(hf_dir), trust_remote_code=trust_remote_code)
-        converter.convert(str(ct2_dir), quantization=None if quantization in ("auto", "default")
-                          else quantization, force=True)
+        converter = _converter(ct2, hf_dir, lm, tok, trust_remote_code)
+        # The converter runs gc.collect() after each layer; objects alive before it (torch's and
+        # transformers' modules, the model) are frozen out of those passes: 30 of them over every
+        # object of the process took a third of a conversion, and they free nothing of ours.
+        gc.freeze()
+        try:
+            converter.convert(str(ct2_dir), quantization=None if quantization in ("auto", "default")
+                              else quantization, force=True)
+        finally:
+            gc.unfreeze()
         tok.save_pretrained(ct2_dir)
         with open(ct2_dir / "prmkit_ct2.json", "w") as f:
             json.dump({"source": model_id, "adapter": adapter, "quantization": quantization,
@@ -156,6 +168,25 @@ def convert_to_ct2(model: str | None = None, *, gguf_file: str | None = None, ad
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return target
+
+
+def _converter(ct2: Any, folder: Path, lm: Any, tok: Any, trust_remote_code: bool) -> Any:
+    """CTranslate2's converter for transformers models, reading the config at ``folder`` and given the
+    loaded model ``lm`` and tokenizer ``tok`` (its ``load_model`` / ``load_tokenizer`` hooks)."""
+
+    class InMemory(ct2.converters.TransformersConverter):
+        def load_model(self, model_class: Any, model_name_or_path: str, **kwargs: Any) -> Any:
+            if isinstance(lm, model_class):
+                return lm
+            # CTranslate2 reads this config as another class than the one loaded (Gemma 3's
+            # multimodal config, say): it loads that class from the saved weights, as it would alone.
+            lm.save_pretrained(folder)
+            return super().load_model(model_class, model_name_or_path, **kwargs)
+
+        def load_tokenizer(self, tokenizer_class: Any, model_name_or_path: str, **kwargs: Any) -> Any:
+            return tok
+
+    return InMemory(str(folder), trust_remote_code=trust_remote_code)
 
 
 class CT2Policy:

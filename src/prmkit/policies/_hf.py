@@ -108,12 +108,13 @@ def file_digest(path: str | os.PathLike) -> str:
 
 def load_causal_lm(model: str | None = None, *, gguf_file: str | None = None,
                    dtype: str | None = None, device: str | None = None,
-                   trust_remote_code: bool = False, cache: bool = True,
+                   trust_remote_code: bool = False, cache: bool | str = True,
                    allow_pickle: bool = False) -> tuple[Any, Any, str]:
     """``(model, tokenizer, model_id)`` for a path / hub id / GGUF file; None means the default.
 
     De-quantising a GGUF file takes about 30 s on 2 cores; with ``cache`` the converted weights are
-    saved once as a safetensors folder under :func:`cache_dir` and later loads take a second or two.
+    saved once as a safetensors folder under :func:`cache_dir` and later loads take a second or two;
+    ``cache="read"`` loads that folder when another use has made it, and makes none.
     Only safetensors (or GGUF) weights are read: a folder with pickle weights only
     (``pytorch_model.bin``) is refused before anything loads unless ``allow_pickle``
     (``-p allow_pickle=true``), since unpickling can run any code.
@@ -143,7 +144,7 @@ def load_causal_lm(model: str | None = None, *, gguf_file: str | None = None,
         with _parse_gguf_once() if "gguf_file" in kwargs else contextlib.nullcontext():
             tok = AutoTokenizer.from_pretrained(source, **kwargs)
             lm = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype, **kwargs, **lm_kwargs)
-        if gguf_file and cache and "gguf_file" in kwargs:
+        if gguf_file and cache is True and "gguf_file" in kwargs:
             _save_cache(lm, tok, gguf_cache_dir(model, gguf_file))
     except ImportError as e:
         if "gguf" in str(e).lower():
