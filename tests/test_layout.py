@@ -192,9 +192,9 @@ _ALLOWED_WRITES = {
     "prmkit.models._persistence:PersistenceMixin.save_pretrained": "into a staging folder (publish_into)",
     "prmkit.models._shipped:export_shipped": "into a staging folder (publish_folder)",
     "prmkit.models._shipped:_cast_tensors": "rewrites a file of export_shipped's staging folder",
-    "prmkit.models._persistence:merged_shipped_folder": "into a staging folder (publish)",
+    "prmkit.models._persistence:_merge_shipped": "into a staging folder (publish)",
     "prmkit.models._backbones:build_tiny_backbone": "into a staging folder (publish_folder)",
-    "prmkit.policies._ct2:convert_to_ct2": "into a staging folder (publish_folder)",
+    "prmkit.policies._ct2:_convert": "into a staging folder (publish_folder)",
     "prmkit.policies._ct2:_converter.InMemory.load_model": "into convert_to_ct2's staging folder (the converter's input)",
     "prmkit.policies._hf:_save_cache": "into a staging folder (publish_folder)",
 }

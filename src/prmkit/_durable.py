@@ -35,11 +35,13 @@ from pathlib import Path
 from prmkit._jsonio import replace_durably
 from prmkit.errors import PrmkitError
 
-__all__ = ["durable_file", "output_lock", "check_inputs", "temp_name_owner", "OutputBusyError",
+__all__ = ["durable_file", "output_lock", "build_lock", "BUILD_LOCK_SUFFIX", "check_inputs", "temp_name_owner", "OutputBusyError",
            "full_disk_error", "is_full_disk", "write_text_file", "write_bytes_file"]
 
 _TEMP_RE = re.compile(r"^\.(?P<out>.+)\.(?P<pid>\d+)-[0-9a-f]{8}\.prmkit-partial(?:\.gz)?$")
 _LOCK_SUFFIX = ".prmkit-lock"
+#: The suffix of :func:`build_lock`'s lock files (``.NAME`` + this, beside the entry ``NAME``).
+BUILD_LOCK_SUFFIX = ".prmkit-build-lock"
 
 
 class OutputBusyError(PrmkitError):
@@ -172,6 +174,37 @@ def output_lock(out: str | os.PathLike) -> Iterator[None]:
         with contextlib.suppress(OSError):
             os.unlink(lock)
         os.close(fd)
+
+
+@contextlib.contextmanager
+def build_lock(target: str | os.PathLike, what: str) -> Iterator[None]:
+    """Held while this process builds the cache entry ``target`` (``what`` names it in the one line
+    printed when waiting): another process that needs the same entry at the same moment waits here
+    and then finds it built (check again inside the block), instead of building it a second time
+    beside the first (a de-quantised GGUF, a merge or a conversion costs seconds to tens of seconds
+    and hundreds of MB; label workers, pytest workers or several commands started on a fresh machine
+    all ask for the default policy at once). The lock is ``filelock``'s, on a hidden file ``.NAME``
+    + :data:`BUILD_LOCK_SUFFIX` beside the entry, left in place (zero bytes: removing a lock file
+    that another process holds would let a third one in). Where the file system has no locks the
+    block runs unlocked; each build's atomic publish keeps the entry whole either way."""
+    from filelock import FileLock, Timeout
+
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(target.parent / f".{target.name}{BUILD_LOCK_SUFFIX}"))
+    try:
+        try:
+            lock.acquire(timeout=0.1)
+        except Timeout:
+            print(f"waiting for another process to finish {what} ({target})", file=sys.stderr, flush=True)
+            lock.acquire()
+    except OSError:  # a file system without locks (some network ones): build unlocked
+        yield
+        return
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def full_disk_error(out: str | os.PathLike, e: BaseException) -> PrmkitError:

@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from prmkit._durable import BUILD_LOCK_SUFFIX
 from prmkit.envs import ArithConfig, ArithEnv
 from prmkit.envs._prompts import PromptBuilder
 from prmkit.generate import sample_traces
@@ -46,8 +47,16 @@ def policy(tiny_lm, cache):
     return get_policy("ct2", model=tiny_lm, compute_type="float32", batch_size=4, progress=False)
 
 
+def entries(cache):
+    """The ct2 cache's entries (each beside the zero-byte lock file its conversion held)."""
+    names = os.listdir(os.path.join(cache, "ct2"))
+    locks = {n for n in names if n.endswith(BUILD_LOCK_SUFFIX)}
+    assert locks == {f".{n}{BUILD_LOCK_SUFFIX}" for n in names if n not in locks}
+    return sorted(set(names) - locks)
+
+
 def test_conversion_is_cached_by_content(tiny_lm, policy, cache):
-    folders = os.listdir(os.path.join(cache, "ct2"))
+    folders = entries(cache)
     assert len(folders) == 1 and not folders[0].startswith(".tmp")
     again = get_policy("ct2", model=tiny_lm, compute_type="float32", progress=False)
     assert again.folder == policy.folder
@@ -55,7 +64,7 @@ def test_conversion_is_cached_by_content(tiny_lm, policy, cache):
     assert meta["quantization"] == "float32"
     # An int8 model is another conversion (another key), not the float32 one reused.
     q = get_policy("ct2", model=tiny_lm, compute_type="int8", progress=False)
-    assert q.folder != policy.folder and len(os.listdir(os.path.join(cache, "ct2"))) == 2
+    assert q.folder != policy.folder and len(entries(cache)) == 2
 
 
 def test_conversion_of_the_loaded_model_equals_ctranslate2s_own(tiny_lm, policy, tmp_path):

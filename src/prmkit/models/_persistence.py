@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from prmkit._durable import build_lock
 from prmkit._jsonio import publish_into
 from prmkit._weights import check_safe_weights
 from prmkit.errors import MissingDependencyError, PrmkitError
@@ -325,9 +326,19 @@ def merged_shipped_folder(cls: type[PersistenceMixin], name: str) -> str:
     if is_complete(out):
         return str(out)
     try:
-        from peft import PeftModel
+        import peft  # noqa: F401
     except ImportError:
         raise MissingDependencyError("peft", "train", "the shipped reward models (a LoRA adapter)") from None
+    # One process merges a shipped model at a time; another waits, then loads the merged folder.
+    with build_lock(out, f"merging the shipped model {name!r}"):
+        if not is_complete(out):
+            _merge_shipped(cls, name, out)
+    return str(out)
+
+
+def _merge_shipped(cls: type[PersistenceMixin], name: str, out: Path) -> None:
+    from peft import PeftModel
+
     asset = shipped_asset(name)
     info: dict[str, Any] = json.loads((asset / RM_CONFIG).read_text())
     record = TrainProvenance.from_dict(info)
@@ -342,4 +353,3 @@ def merged_shipped_folder(cls: type[PersistenceMixin], name: str) -> str:
     shutil.rmtree(tmp, ignore_errors=True)
     rm.save_pretrained(tmp, record=record)
     publish(tmp, out)
-    return str(out)

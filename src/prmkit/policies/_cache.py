@@ -36,6 +36,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from prmkit._durable import BUILD_LOCK_SUFFIX
 from prmkit.errors import PrmkitError
 from prmkit.policies._hf import cache_dir
 
@@ -156,6 +157,12 @@ def _kinds(kinds: Iterable[str] | None) -> list[str]:
     return wanted
 
 
+def _is_build_lock(path: Path) -> bool:
+    """A lock file of :func:`~prmkit._durable.build_lock` (zero bytes, not an entry: never listed or
+    removed, since another process may hold it)."""
+    return path.name.startswith(".") and path.name.endswith(BUILD_LOCK_SUFFIX)
+
+
 def cache_entries(kinds: Iterable[str] | None = None, *, root: str | os.PathLike | None = None
                   ) -> list[CacheEntry]:
     """Every entry of the cache (``root``, default :func:`cache_dir`) of the given kinds (default all,
@@ -165,7 +172,7 @@ def cache_entries(kinds: Iterable[str] | None = None, *, root: str | os.PathLike
     for kind in _kinds(kinds):
         folder = base / kind
         if folder.is_dir():
-            out += [_entry(kind, p) for p in sorted(folder.iterdir())]
+            out += [_entry(kind, p) for p in sorted(folder.iterdir()) if not _is_build_lock(p)]
     if kinds is None and base.is_dir():
         out += [_entry("other", p) for p in sorted(base.iterdir()) if p.name not in CACHE_KINDS]
     return out

@@ -32,6 +32,7 @@ forwarded with it in one pass (``include_prompt_in_result=False``); only the con
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import hashlib
 import json
@@ -44,6 +45,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from prmkit._durable import build_lock
 from prmkit._jsonio import publish_folder
 from prmkit._progress import progress_bar
 from prmkit._weights import check_safe_weights
@@ -123,8 +125,21 @@ def convert_to_ct2(model: str | None = None, *, gguf_file: str | None = None, ad
         cache_dir() / "ct2" / _source_key(model, gguf_file, adapter, quantization))
     if (target / "model.bin").exists():
         return target
-    if adapter:  # before the model loads: a refusal should not cost the load
+    # Before the model loads and anything is written: a refusal should cost neither.
+    if model is not None and gguf_file is None:
+        check_safe_weights(model, allow_pickle=allow_pickle, flag=PICKLE_FLAG)
+    if adapter:
         check_safe_weights(adapter, allow_pickle=allow_pickle, flag=PICKLE_FLAG)
+    # One process converts into the cache at a time; another waits, then loads the conversion.
+    with build_lock(target, "a CTranslate2 conversion") if out is None else contextlib.nullcontext():
+        if (target / "model.bin").exists():
+            return target
+        _convert(ct2, target, model, gguf_file, adapter, quantization, trust_remote_code, allow_pickle)
+    return target
+
+
+def _convert(ct2: Any, target: Path, model: str | None, gguf_file: str | None, adapter: str | None,
+             quantization: str, trust_remote_code: bool, allow_pickle: bool) -> None:
     # No GGUF -> safetensors cache made here: the CTranslate2 folder is all a ct2 user needs, and the
     # de-quantised float32 copy would add about 500 MB for one conversion's 30 seconds; one that the
     # hf or torch backend already made is read (the same float32 weights, a second to load).
@@ -167,7 +182,6 @@ def convert_to_ct2(model: str | None = None, *, gguf_file: str | None = None, ad
         raise PrmkitError(f"cannot convert {model_id} to CTranslate2: {e}") from e
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return target
 
 
 def _converter(ct2: Any, folder: Path, lm: Any, tok: Any, trust_remote_code: bool) -> Any:

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from prmkit._durable import build_lock
 from prmkit._progress import BatchProgress, progress_bar
 from prmkit._weights import check_safe_weights
 from prmkit.errors import MissingDependencyError, PrmkitError
@@ -133,19 +134,21 @@ def load_causal_lm(model: str | None = None, *, gguf_file: str | None = None,
     kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
     # a hub id is not a folder to check: ask transformers for its safetensors weights only
     lm_kwargs: dict[str, Any] = {} if allow_pickle or gguf_file else {"use_safetensors": True}
-    source = model
-    if gguf_file:
-        cached = gguf_cache_dir(model, gguf_file) if cache else None
-        if cached is not None and (cached / "config.json").exists():
-            source = str(cached)
-        else:
-            kwargs["gguf_file"] = gguf_file
+    cached = gguf_cache_dir(model, gguf_file) if gguf_file and cache else None
+    # One process de-quantises a GGUF file into the cache at a time; another waits, then reads it.
+    build = cached is not None and cache is True and not (cached / "config.json").exists()
     try:
-        with _parse_gguf_once() if "gguf_file" in kwargs else contextlib.nullcontext():
-            tok = AutoTokenizer.from_pretrained(source, **kwargs)
-            lm = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype, **kwargs, **lm_kwargs)
-        if gguf_file and cache is True and "gguf_file" in kwargs:
-            _save_cache(lm, tok, gguf_cache_dir(model, gguf_file))
+        with build_lock(cached, f"de-quantising {gguf_file}") if build else contextlib.nullcontext():
+            source = model
+            if cached is not None and (cached / "config.json").exists():
+                source = str(cached)
+            elif gguf_file:
+                kwargs["gguf_file"] = gguf_file
+            with _parse_gguf_once() if "gguf_file" in kwargs else contextlib.nullcontext():
+                tok = AutoTokenizer.from_pretrained(source, **kwargs)
+                lm = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype, **kwargs, **lm_kwargs)
+            if build and "gguf_file" in kwargs:
+                _save_cache(lm, tok, cached)
     except ImportError as e:
         if "gguf" in str(e).lower():
             raise MissingDependencyError("gguf", "hf", "loading GGUF models") from None
@@ -308,15 +311,25 @@ def load_merged(model: str | None, adapter: str, *, gguf_file: str | None = None
     check_safe_weights(adapter, allow_pickle=allow_pickle, flag=PICKLE_FLAG)
     where = merged_cache_dir(model, gguf_file, adapter, dtype=dtype, device=device)
     if where is not None and (where / "config.json").is_file():
-        lm, tok, _ = load_causal_lm(str(where), dtype=_load_dtype(dtype, device)[0], device=device)
-        _, _, model_id = _model_id(model, gguf_file)
-        return lm, tok, model_id, True
-    lm, tok, model_id = load_causal_lm(model, gguf_file=gguf_file, dtype=dtype, device=device,
-                                       trust_remote_code=trust_remote_code, allow_pickle=allow_pickle)
-    lm = load_adapter(lm, adapter, allow_pickle=allow_pickle)
-    if where is not None and not trust_remote_code:  # a remote-code model may not load from a plain folder
-        _save_cache(lm, tok, where)
+        return _load_cached_merge(where, model, gguf_file, dtype, device)
+    save = where is not None and not trust_remote_code  # a remote-code model may not load from a plain folder
+    # One process merges into the cache at a time; another waits, then reads the merged weights.
+    with build_lock(where, f"merging {Path(adapter).name}") if save else contextlib.nullcontext():
+        if save and (where / "config.json").is_file():
+            return _load_cached_merge(where, model, gguf_file, dtype, device)
+        lm, tok, model_id = load_causal_lm(model, gguf_file=gguf_file, dtype=dtype, device=device,
+                                           trust_remote_code=trust_remote_code, allow_pickle=allow_pickle)
+        lm = load_adapter(lm, adapter, allow_pickle=allow_pickle)
+        if save:
+            _save_cache(lm, tok, where)
     return lm, tok, model_id, False
+
+
+def _load_cached_merge(where: Path, model: str | None, gguf_file: str | None, dtype: str | None,
+                       device: str | None) -> tuple[Any, Any, str, bool]:
+    lm, tok, _ = load_causal_lm(str(where), dtype=_load_dtype(dtype, device)[0], device=device)
+    _, _, model_id = _model_id(model, gguf_file)
+    return lm, tok, model_id, True
 
 
 def _model_id(model: str | None, gguf_file: str | None) -> tuple[str, str | None, str]:
