@@ -63,11 +63,15 @@ def check_quick_demo(out: Path, first_seconds: float, rerun: Callable[[], subpro
     assert "data:image/png;base64," in html and "https://" not in html
     assert "missing" in (out / "report" / "report.md").read_text()
 
-    # A rerun with the same settings skips sampling, labelling and training.
+    # A rerun with the same settings skips sampling, labelling, training and scoring, and reports the
+    # same numbers from the files on disk.
     t0 = time.perf_counter()
     r2 = rerun()
     assert r2.returncode == 0, r2.stderr[-3000:]
-    assert "demo sample" not in r2.stderr and "demo train" not in r2.stderr
+    assert "demo sample" not in r2.stderr and "demo train" not in r2.stderr and "demo score" not in r2.stderr
+    again = json.loads((out / "report" / "report.json").read_text())
+    for section in ("summary", "bon", "bon_live", "checked", "step_metrics", "probes", "labels", "card"):
+        assert again[section] == report[section], section
     assert time.perf_counter() - t0 < first_seconds
     # Other settings in the same folder are refused, nothing is deleted.
     import dataclasses

@@ -346,27 +346,32 @@ def run_demo(cfg: DemoConfig, out: str | Path = "runs/demo", *, overwrite: bool 
     # float rounding), at about half the tokens. An encoder is scored as it is.
     prm_scorer, orm_scorer = (None if m is None else PrefixCachingScorer(m, batch_size=16, max_cached_tokens=0)
                               for m in (prm, orm))
-    with stages.timed("score held-out traces (PRM and ORM)"):
-        scorers = [(prm_scorer, "prm"), (orm_scorer, "orm")]
-        if live_keys is not None:
-            scorers += [(live_prm, live_keys[0]), (live_orm, live_keys[1])]
-        # A trace a model cannot read whole (an ORM past its max_length) stays unscored, not fatal.
-        for model, key in scorers:
-            if model is None:
-                continue
-            skipped = score_traces_or_skip(model, heldout, key, aggregate="min", progress=True,
-                                           what=f"score held-out traces ({key})")
-            if skipped:
-                _say(f"[yellow]{len(skipped)} held-out traces not scored by {key}[/] "
-                     f"(first: {skipped[0][0]}: {skipped[0][1]})")
-        if hinted:  # by the verdict PRM only: the probe asks how it scores them
-            score_traces_or_skip(prm_scorer, hinted, "prm", aggregate="min", progress=True,
-                                 what="score hinted traces (prm)")
-            _write(hinted, hinted_file)
-        add_trace_scores(heldout, "prm", ("last", "prod", "mean", "geo_mean"))
-        if cfg.calculator_check:  # from the PRM's stored scores: the model is not run again
-            add_calculator_scores(heldout, "prm", aggregate="min")
-        _write(heldout, heldout_file)
+    if stages.done("score"):  # resumed after this stage: the scored traces are on disk
+        heldout = _read(heldout_file)
+        hinted = _read(hinted_file) if cfg.hint_problems > 0 else []
+    else:
+        with stages.timed("score held-out traces (PRM and ORM)"):
+            scorers = [(prm_scorer, "prm"), (orm_scorer, "orm")]
+            if live_keys is not None:
+                scorers += [(live_prm, live_keys[0]), (live_orm, live_keys[1])]
+            # A trace a model cannot read whole (an ORM past its max_length) stays unscored, not fatal.
+            for model, key in scorers:
+                if model is None:
+                    continue
+                skipped = score_traces_or_skip(model, heldout, key, aggregate="min", progress=True,
+                                               what=f"score held-out traces ({key})")
+                if skipped:
+                    _say(f"[yellow]{len(skipped)} held-out traces not scored by {key}[/] "
+                         f"(first: {skipped[0][0]}: {skipped[0][1]})")
+            if hinted:  # by the verdict PRM only: the probe asks how it scores them
+                score_traces_or_skip(prm_scorer, hinted, "prm", aggregate="min", progress=True,
+                                     what="score hinted traces (prm)")
+                _write(hinted, hinted_file)
+            add_trace_scores(heldout, "prm", ("last", "prod", "mean", "geo_mean"))
+            if cfg.calculator_check:  # from the PRM's stored scores: the model is not run again
+                add_calculator_scores(heldout, "prm", aggregate="min")
+            _write(heldout, heldout_file)
+        stages.mark("score")
 
     # 6. Best-of-N curves and the verdict, step metrics, the failure-mode probes: typed sections.
     results = EvalResults()
