@@ -59,8 +59,8 @@ def test_the_lock_is_released_on_failure_and_the_next_process_builds(tmp_path):
             raise OSError("disk full")
     except OSError:
         pass
-    ran = subprocess.run([sys.executable, "-c", BUILDER, str(target), str(tmp_path / "log"), str(tmp_path / "s")],
-                         capture_output=True, text=True, timeout=60)
+    argv = [sys.executable, "-c", BUILDER, str(target), str(tmp_path / "log"), str(tmp_path / "s")]
+    ran = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert ran.returncode == 0 and ran.stdout.strip() == "built" and "waiting" not in ran.stderr
 
 

@@ -195,7 +195,7 @@ _ALLOWED_WRITES = {
     "prmkit.models._persistence:_merge_shipped": "into a staging folder (publish)",
     "prmkit.models._backbones:build_tiny_backbone": "into a staging folder (publish_folder)",
     "prmkit.policies._ct2:_convert": "into a staging folder (publish_folder)",
-    "prmkit.policies._ct2:_converter.InMemory.load_model": "into convert_to_ct2's staging folder (the converter's input)",
+    "prmkit.policies._ct2:_converter.InMemory.load_model": "into convert_to_ct2's staging folder (its input)",
     "prmkit.policies._hf:_save_cache": "into a staging folder (publish_folder)",
 }
 

@@ -35,8 +35,9 @@ from pathlib import Path
 from prmkit._jsonio import replace_durably
 from prmkit.errors import PrmkitError
 
-__all__ = ["durable_file", "output_lock", "build_lock", "BUILD_LOCK_SUFFIX", "check_inputs", "temp_name_owner", "OutputBusyError",
-           "full_disk_error", "is_full_disk", "write_text_file", "write_bytes_file"]
+__all__ = ["durable_file", "output_lock", "build_lock", "BUILD_LOCK_SUFFIX", "check_inputs",
+           "temp_name_owner", "OutputBusyError", "full_disk_error", "is_full_disk", "write_text_file",
+           "write_bytes_file"]
 
 _TEMP_RE = re.compile(r"^\.(?P<out>.+)\.(?P<pid>\d+)-[0-9a-f]{8}\.prmkit-partial(?:\.gz)?$")
 _LOCK_SUFFIX = ".prmkit-lock"

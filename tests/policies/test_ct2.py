@@ -72,9 +72,11 @@ def test_conversion_of_the_loaded_model_equals_ctranslate2s_own(tiny_lm, policy,
     # itself must give the same bytes.
     import ctranslate2
 
-    ctranslate2.converters.TransformersConverter(tiny_lm).convert(str(tmp_path / "own"), quantization="float32")
+    own = tmp_path / "own"
+    ctranslate2.converters.TransformersConverter(tiny_lm).convert(str(own), quantization="float32")
     for name in ("model.bin", "config.json", "vocabulary.json"):
-        assert (tmp_path / "own" / name).read_bytes() == open(os.path.join(policy.folder, name), "rb").read(), name
+        with open(os.path.join(policy.folder, name), "rb") as f:
+            assert (own / name).read_bytes() == f.read(), name
 
 
 def test_same_batch_plan_same_completions(policy):
