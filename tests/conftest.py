@@ -38,6 +38,16 @@ if (_workers := os.environ.get("PYTEST_XDIST_WORKER_COUNT")) and "OMP_NUM_THREAD
     os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // int(_workers)))
 
 
+# Many tests give prmkit a private cache (PRMKIT_CACHE in a temporary folder, so that the models they build
+# never reach the user's), and inductor's kernels followed it there: every run compiled the int8 training
+# and decode graphs again (the int8 precision test: 42 s instead of 13). Compiled kernels are keyed by the
+# graph, the torch version and the CPU, never by a test's models: the whole run keeps them where prmkit
+# itself does (the user's $PRMKIT_CACHE/inductor/torch-<version>, or the TORCHINDUCTOR_CACHE_DIR they set);
+# tests/policies/test_torch.py unsets the variable where the choice of folder is what it tests.
+from prmkit.policies import use_inductor_cache  # noqa: E402
+
+use_inductor_cache()
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """``pytest -n N`` (pytest-xdist's ``load``): tests go to whichever worker is free, except the
