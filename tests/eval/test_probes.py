@@ -424,6 +424,8 @@ def test_transfer_names_the_worst_other_source():
     r = transfer_probe(None, {"a": source("a", SOURCE_A), "b": source("b", SOURCE_B), "c": c}, "a")
     assert r.out_of_domain == "c" and r.auroc_drop == pytest.approx(0.4)
     assert r.failed is True
+    # the verdict's line names every source's AUROC, the deciding one first
+    assert r.criterion.endswith("; in-domain 0.900, c 0.500 (the largest drop), b 0.778")
     # a small drop but an out-of-domain AUROC near chance still fails
     r = transfer_probe(None, {"c": c, "c2": c}, "c")
     assert r.auroc_drop == 0.0 and r.failed is True

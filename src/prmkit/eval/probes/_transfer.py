@@ -126,6 +126,9 @@ def transfer_probe(scorer: StepScorer | None, sources: Mapping[str, Sequence[Tra
         criterion = f"cannot measure: the in-domain AUROC is undefined; {rule}"
     else:
         criterion = rule + f"; in-domain {_fmt(home)}, {out_of_domain} {_fmt(stats[out_of_domain].auroc)}"
+        if len(defined) > 1:  # the largest drop decides; the other sources are named too
+            criterion += " (the largest drop), " + ", ".join(
+                f"{name} {_fmt(auroc)}" for name, auroc in defined.items() if name != out_of_domain)
     return TransferResult(sources=stats, in_domain=in_domain, out_of_domain=out_of_domain, auroc_drop=drop,
                           failed=failed, measured=failed is not None, criterion=criterion, key=key,
                           threshold=threshold)
