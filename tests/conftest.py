@@ -48,6 +48,7 @@ from prmkit.policies import use_inductor_cache  # noqa: E402
 
 use_inductor_cache()
 
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """``pytest -n N`` (pytest-xdist's ``load``): tests go to whichever worker is free, except the
