@@ -315,6 +315,17 @@ def test_lora_run_saves_merged_weights(marker_files, tmp_path, monkeypatch):
     assert torch.equal(saved["model.embed_tokens.weight"], base["model.embed_tokens.weight"])
 
 
+
+def test_a_diverged_lora_run_says_so_and_saves_no_model(marker_files, tmp_path):
+    """A learning rate of 1e30 makes the adapter's product overflow: the merge (into a copy of each base
+    weight) finds weights that are not finite, and the run ends with that error instead of saving them."""
+    out = tmp_path / "diverged"
+    cfg = config(marker_files, out, "lr=1e30", "max_steps=2", "save_every=0", lora=LORA)
+    with pytest.raises(PrmkitError, match="not finite .NaN or inf.: the run diverged"):
+        train(cfg, log=lambda *a: None)
+    assert not (out / "model.safetensors").exists() and not (out / "prmkit_rm.json").exists()
+
+
 # -- data accounting -------------------------------------------------------------------------------------
 
 def _t(tid, steps, labels=None, problem="q?", **kw) -> Trace:

@@ -347,7 +347,9 @@ def _merge_shipped(cls: type[PersistenceMixin], name: str, out: Path) -> None:
     rm = cls.from_backbone(record.base_model, convention=info.get("convention"),
                            kind=info.get("kind", "prm"), max_length=info.get("max_length"),
                            causal=bool((record.train_config or {}).get("causal", False)))
-    rm.model = PeftModel.from_pretrained(rm.model, str(asset)).merge_and_unload()
+    # Into a copy of each base weight (the same numbers): the base is mapped from the backbone
+    # cache's file, and a merge in place copied it page by page on write.
+    rm.model = PeftModel.from_pretrained(rm.model, str(asset)).merge_and_unload(safe_merge=True)
     rm.name = info.get("name") or name
     tmp = out.with_name(out.name + f".tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
