@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 from prmkit.cli import main
@@ -50,3 +52,34 @@ def test_demo_preset_mistakes_are_one_line_and_start_nothing(tmp_path, capsys, a
     err = capsys.readouterr().err.strip()
     assert expect in err and "\n" not in err
     assert not (tmp_path / "run").exists()
+
+
+
+class _SeenThresholds:
+    """Stands for the version ``prmkit version`` prints: records the collector's thresholds then."""
+
+    def __init__(self):
+        self.seen = []
+
+    def __str__(self):
+        self.seen.append(gc.get_threshold())
+        return "0.0"
+
+
+def test_a_command_runs_with_higher_collector_thresholds_and_puts_them_back(monkeypatch, capsys):
+    import prmkit
+
+    seen = _SeenThresholds()
+    monkeypatch.setattr(prmkit, "__version__", seen)
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)  # CPython's defaults
+        main(["version"])
+        assert gc.get_threshold() == (700, 10, 10)
+        gc.set_threshold(100_000, 5, 40)  # a caller's own higher values are kept
+        main(["version"])
+        assert gc.get_threshold() == (100_000, 5, 40)
+    finally:
+        gc.set_threshold(*before)
+    assert seen.seen == [(50_000, 20, 20), (100_000, 20, 40)]
+    assert capsys.readouterr().out.split() == ["0.0", "0.0"]

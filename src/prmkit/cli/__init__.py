@@ -12,9 +12,12 @@ What a person sees when something goes wrong:
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import sys
 import traceback
+from collections.abc import Iterator
 from typing import Annotated, Any
 
 import typer
@@ -93,6 +96,27 @@ def version() -> None:
     typer.echo(__version__)
 
 
+#: The collector's thresholds while a command runs (each value at least this, see :func:`_fewer_collections`).
+GC_THRESHOLDS = (50_000, 20, 20)
+
+
+@contextlib.contextmanager
+def _fewer_collections() -> Iterator[None]:
+    """Raise the cyclic garbage collector's thresholds while a command runs (never lower one; put back
+    after it, for a caller that runs commands in its own process). A command imports torch and
+    transformers and builds a model: millions of long-lived objects, which CPython's defaults (a
+    collection every 700 allocations, a full one every 100 of those) traverse again and again. A
+    one-step ``prmkit train prm --config default-word`` on 2 cores: 1,333 collections (8 full) taking
+    1.8-1.9 s at the defaults, 116 (none full) taking 0.4 s at these; the run 17.9-18.6 s -> 15.8-16.2
+    s, the same peak memory (2.0 GB)."""
+    before = gc.get_threshold()
+    gc.set_threshold(*(max(now, ours) for now, ours in zip(before, GC_THRESHOLDS, strict=True)))
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``prmkit`` console script (``argv`` defaults to ``sys.argv[1:]``)."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -103,7 +127,8 @@ def main(argv: list[str] | None = None) -> None:
     previous = _exit_on_sigterm()
     _watch_from_env()
     try:
-        code = app(args=args, standalone_mode=False, prog_name="prmkit")
+        with _fewer_collections():
+            code = app(args=args, standalone_mode=False, prog_name="prmkit")
         if code == 130:  # typer turns Ctrl-C (KeyboardInterrupt) into Exit(130) before we see it
             typer.secho("interrupted", fg="yellow", err=True)
         if isinstance(code, int) and code:  # typer.Exit(n) returns n in non-standalone mode
