@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from pathlib import Path
@@ -47,6 +48,14 @@ if (_workers := os.environ.get("PYTEST_XDIST_WORKER_COUNT")) and "OMP_NUM_THREAD
 from prmkit.policies import use_inductor_cache  # noqa: E402
 
 use_inductor_cache()
+
+
+# The suite's processes hold torch, transformers and their models: millions of long-lived objects that
+# CPython's default thresholds make the garbage collector walk again and again. The thresholds the
+# prmkit command runs with (prmkit.cli.GC_THRESHOLDS) hold for the whole run.
+from prmkit.cli import GC_THRESHOLDS  # noqa: E402
+
+gc.set_threshold(*GC_THRESHOLDS)
 
 
 @pytest.hookimpl(optionalhook=True)
