@@ -40,6 +40,7 @@ def test_a_trace_without_scores_is_a_processbench_miss():
     m = processbench_split(split(), threshold=0.5)
     assert (m["correct_acc"], m["error_acc"], m["f1"]) == (0.5, 0.5, 0.5)
     assert (m["n_correct"], m["n_error"], m["unscored_traces"], m["unscored_steps"]) == (2, 2, 2, 4)
+    assert (m["flagged_early"], m["flagged_late"], m["not_flagged"]) == (0, 0, 1)  # "lost": no step flagged
     # the sweep counts the same way at every threshold: at most one hit per side
     thresholds, f1s, _ = threshold_sweep(split(), thresholds=[0.1, 0.5, 0.95])
     assert f1s == [0.0, 0.5, 0.0]  # 0.1: "bad" predicted -1 (miss); 0.95: "ok" predicted 0 (miss)

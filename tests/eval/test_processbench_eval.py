@@ -75,6 +75,12 @@ def test_two_splits_fixed_threshold_hand_computed():
     assert a["correct_acc"] == pytest.approx(1 / 2)
     assert a["f1"] == pytest.approx(0.4)
     assert a["unscored_steps"] == 0
+    # the two misses on A's erroneous samples: a3 flagged step 0 before its error, a2 step 2 after it
+    assert (a["flagged_early"], a["flagged_late"], a["not_flagged"]) == (1, 1, 0)
+    assert (b["flagged_early"], b["flagged_late"], b["not_flagged"]) == (0, 0, 0)
+    # at 0.1 no step of a1 [0.9, 0.3, 0.8], a2 [0.9, 0.6, 0.2] or a3 [0.4, 0.9] is below it
+    low = processbench_split(split_a(), threshold=0.1)
+    assert (low["error_acc"], low["flagged_early"], low["flagged_late"], low["not_flagged"]) == (0.0, 0, 0, 3)
     assert (b["error_acc"], b["correct_acc"], b["f1"]) == (1.0, 1.0, 1.0)
     assert (b["n_error"], b["n_correct"], b["unscored_steps"]) == (2, 2, 2)
     # average F1 = (0.4 + 1.0) / 2 = 0.7
@@ -214,6 +220,8 @@ def test_to_dict_shape_and_lines():
     assert "R " in text and "average F1 0.0" in text and "threshold 0.76 (tuned on T)" in text
     fixed = "\n".join(evaluate_processbench({"A": split_a(), "B": split_b()}).lines())
     assert "average F1 70.0" in fixed and "2 steps had no score" in fixed
+    assert "2 erroneous samples missed: 1 flagged a right step first, 1 flagged only after the error, " \
+           "0 flagged no step" in fixed
 
 
 @pytest.mark.realdata

@@ -87,7 +87,8 @@ def full_results() -> dict:
             "key": "prm", "threshold": 0.5, "threshold_source": "fixed",
             "splits": {"gsm8k": {"error_acc": 0.5, "correct_acc": 0.75, "f1": 0.6, "n_error": 4,
                                  "n_correct": 4, "threshold": 0.5, "threshold_source": "fixed",
-                                 "unscored_steps": 0},
+                                 "unscored_steps": 0, "flagged_early": 1, "flagged_late": 0,
+                                 "not_flagged": 1},
                        "math": {"error_acc": 0.25, "correct_acc": 1.0, "f1": 0.4, "n_error": 4,
                                 "n_correct": 2, "threshold": 0.5, "threshold_source": "fixed",
                                 "unscored_steps": 3}},
@@ -187,6 +188,9 @@ def test_markdown_formats_numbers_and_links_figures(report):
     # ProcessBench per split + average
     assert "| **gsm8k** | 50.0% | 75.0% | 0.600 | 4 | 4 | 0.500 | fixed | 0 |" in md
     assert "**Average F1 over splits:** 0.500" in md
+    # where gsm8k's 2 misses fall; math has no such counts (an older file), so no line for it
+    assert "- gsm8k: 1 flagged a right step first, 0 flagged only after the error, 1 flagged no step" in md
+    assert "- math:" not in md
     assert "| gsm8k | Qwen2-7B-Instruct | 50.0% | 75.0% | 0.600 | 4 | 4 |" in md
     # PRMBench classes + overall in bold, out-of-range counts
     assert "| redundancy | 0.550 | 0.800 | 0.300 | 5 | 30 | 6 |" in md

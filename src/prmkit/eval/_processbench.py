@@ -19,6 +19,11 @@ such step, else -1. The released scripts fix the cut at 0.5; a PRM whose scores 
 around 0.5 is better served by a tuned threshold, which this module chooses on a *different* split
 than the one it reports (``tune_on=`` or ``cross_split=True``), never on the reported one.
 
+**Where the misses on erroneous samples fall** (not in the official scripts; what tells a PRM that
+calls right steps wrong from one that does not see errors): ``flagged_early`` counts the samples whose
+first flagged step is a right step before the error, ``flagged_late`` those flagged only after it, and
+``not_flagged`` those with no step below the threshold; with the hits they add up to ``n_error``.
+
 Steps without a score (cut by ``max_length`` when scoring) are skipped — the prediction is the first
 *scored* step below the threshold — and counted in ``unscored_steps``.
 
@@ -120,20 +125,24 @@ def processbench_split(traces: Iterable[Trace], key: str = "prm", threshold: flo
                        *, label_source: str | None = None) -> dict[str, Any]:
     """The official numbers of one split at a fixed ``threshold``.
 
-    Returns ``{"error_acc", "correct_acc", "f1", "n_error", "n_correct", "threshold",
-    "unscored_steps", "unscored_traces"}``: an accuracy is None when its side has no sample, F1 is None
-    when either accuracy is None and 0.0 when both are 0. ``label_source`` picks which labels give the
+    Returns ``{"error_acc", "correct_acc", "f1", "n_error", "n_correct", "flagged_early",
+    "flagged_late", "not_flagged", "threshold", "unscored_steps", "unscored_traces"}``: an accuracy is
+    None when its side has no sample, F1 is None when either accuracy is None and 0.0 when both are 0;
+    the three counts split the misses on erroneous samples (module docstring; a dropped trace is
+    ``not_flagged``). ``label_source`` picks which labels give the
     truth (default: each step's latest label). A trace with no scored step at all (one the scorer
     dropped) stays in its side's count and is a miss, never a hit: ``unscored_traces`` counts them.
 
     >>> processbench_split([], threshold=0.5)["f1"] is None
     True
     """
-    hits_error = n_error = hits_correct = n_correct = unscored = dropped = 0
+    hits_error = n_error = hits_correct = n_correct = unscored = dropped = early = late = not_flagged = 0
     for t in traces:
         label = _label(t, label_source)
-        dropped += _dropped(t, key)
-        hit = not _dropped(t, key) and predict_first_error(t, key, threshold) == label
+        gone = _dropped(t, key)
+        dropped += gone
+        pred = -1 if gone else predict_first_error(t, key, threshold)
+        hit = not gone and pred == label
         unscored += _unscored(t, key)
         if label == -1:
             n_correct += 1
@@ -141,8 +150,12 @@ def processbench_split(traces: Iterable[Trace], key: str = "prm", threshold: flo
         else:
             n_error += 1
             hits_error += hit
+            early += 0 <= pred < label
+            late += pred > label
+            not_flagged += pred == -1
     out = _metrics(hits_error, n_error, hits_correct, n_correct)
-    out.update(threshold=threshold, unscored_steps=unscored, unscored_traces=dropped)
+    out.update(flagged_early=early, flagged_late=late, not_flagged=not_flagged, threshold=threshold,
+               unscored_steps=unscored, unscored_traces=dropped)
     return out
 
 
@@ -304,6 +317,8 @@ class ProcessBenchResult:
         for name, s in self.splits.items():
             out.append(f"{name:<{width}}     {pct(s['error_acc'])}       {pct(s['correct_acc'])}  "
                        f"{pct(s['f1'])}  ({s['n_error']} / {s['n_correct']})  {s['threshold']:g}")
+            if s["n_error"] and "not_flagged" in s:
+                out.append(f"  {_misses(s)}")
             for gen, g in (self.by_generator.get(name, {}) if by_generator else {}).items():
                 out.append(f"  {gen}: error acc {pct(g['error_acc']).strip()}, correct acc "
                            f"{pct(g['correct_acc']).strip()}, F1 {pct(g['f1']).strip()} "
@@ -319,6 +334,13 @@ class ProcessBenchResult:
         if unscored:
             out.append(f"{unscored} steps had no score and were skipped")
         return out
+
+
+def _misses(s: Mapping[str, Any]) -> str:
+    """Where the misses on a split's erroneous samples fall, in words."""
+    n = s["n_error"] - round(s["error_acc"] * s["n_error"])
+    return (f"{n} erroneous samples missed: {s['flagged_early']} flagged a right step first, "
+            f"{s['flagged_late']} flagged only after the error, {s['not_flagged']} flagged no step")
 
 
 def _generator(trace: Trace) -> str:

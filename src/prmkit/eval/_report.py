@@ -548,6 +548,12 @@ def _processbench(doc: ReportDoc, pb: ProcessBenchSection, figs: set[str]) -> No
               [[("b", k), *[f(getattr(v, c)) for c, _, f in _PB_COLS], _f3(v.threshold),
                 str(v.threshold_source or _DASH), _int(v.unscored_steps)]
                for k, v in splits.items()])
+    misses = [f"{k}: {_int(v.flagged_early)} flagged a right step first, {_int(v.flagged_late)} flagged only "
+              f"after the error, {_int(v.not_flagged)} flagged no step"
+              for k, v in splits.items() if isinstance(v.not_flagged, int) and v.n_error]
+    if misses:
+        doc.para("Where the misses on erroneous samples fall:")
+        doc.bullets(misses)
     dropped = sum(v.unscored_traces or 0 for v in splits.values() if isinstance(v.unscored_traces, int))
     if dropped:
         doc.para(f"{_int(dropped)} traces had no score at all (the scorer could not take them); each counts "
@@ -881,7 +887,8 @@ _SCHEMA: dict[str, dict[str, Any]] = {
                      "by_generator": _MAP, "sweep": _LIST,
                      "splits": (_MAPS, {"error_acc": _NUM, "correct_acc": _NUM, "f1": _NUM, "n_error": _INT,
                                         "n_correct": _INT, "threshold": _NUM, "unscored_steps": _INT,
-                                        "unscored_traces": _INT})},
+                                        "unscored_traces": _INT, "flagged_early": _INT, "flagged_late": _INT,
+                                        "not_flagged": _INT})},
     "prmbench": {"key": _STR, "threshold": _NUM, "overall": _MAP, "out_of_range": _MAP, "duplicates": _MAP,
                  "classes": (_MAPS, {"prmscore": _NUM, "f1_positive": _NUM, "f1_negative": _NUM,
                                      "n_traces": _INT, "n_steps": _INT, "n_error_steps": _INT})},

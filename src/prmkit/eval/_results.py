@@ -350,6 +350,9 @@ class BenchSplit(Record):
     f1: float | None = None
     n_error: int | None = None
     n_correct: int | None = None
+    flagged_early: int | None = None
+    flagged_late: int | None = None
+    not_flagged: int | None = None
     threshold: float | None = None
     threshold_source: str | None = None
     unscored_steps: int | None = None
