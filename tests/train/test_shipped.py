@@ -99,6 +99,23 @@ def test_cli_scores_with_the_shipped_name(shipped, marker_files, tmp_path):
     assert len(scored) == 4 and all("prm" in s.scores for t in scored for s in t.steps)
 
 
+def test_training_goes_on_from_a_shipped_model(trained, shipped, marker_files, tmp_path):
+    held = list(read_traces(marker_files["eval"]))[:6]
+    want = RewardModel.from_pretrained(str(trained)).score(held)
+    # as a backbone, the shipped name gives its merged weights and its trained head (a fresh head would
+    # score near 0.5 and differ from the trained folder's scores)
+    start = RewardModel.from_backbone("default", seed=123)
+    for a, b in zip(start.score(held), want, strict=True):
+        assert a == pytest.approx(b, abs=1e-5)
+    out = tmp_path / "more"
+    train(config(marker_files, out, "lr=2e-2", "max_steps=1", model="default", lora=LORA), log=lambda *a: None)
+    import json
+
+    assert json.loads((out / "prmkit_rm.json").read_text())["train_config"]["model"] == "default"
+    moved = RewardModel.from_pretrained(str(out)).score(held)
+    assert any(abs(x - y) > 1e-6 for m, w in zip(moved, want, strict=True) for x, y in zip(m, w, strict=True))
+
+
 def test_missing_or_unknown_names_say_so(tmp_path, monkeypatch):
     monkeypatch.setattr(_shipped, "ASSETS", tmp_path)
     with pytest.raises(PrmkitError, match="not in this installation"):

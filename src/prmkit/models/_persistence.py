@@ -93,7 +93,9 @@ class PersistenceMixin:
                       head_init: str = "random", causal: bool = False, precision: str = "fp32",
                       allow_pickle: bool = False) -> _RM:
         """A new reward model on a pretrained backbone (a fresh head for ``classifier`` conventions),
-        ready to train. ``backbone`` is a path, hub id or one of ``smollm2``, ``minilm``, ``tiny``.
+        ready to train. ``backbone`` is a path, hub id or one of ``smollm2``, ``minilm``, ``tiny``, or
+        a shipped reward model's name (``default-word``, ...: :data:`SHIPPED_MODELS`), to train it
+        further: its merged weights, and its trained head kept, as from any folder that has one.
 
         ``causal``: an encoder backbone (BERT-like) attends only to earlier tokens (its config's
         ``is_decoder``), so a step's score cannot read later steps or the final answer — what a PRM
@@ -104,7 +106,7 @@ class PersistenceMixin:
 
         torch = _torch()
         conv = get_convention(convention)
-        path = resolve_backbone(backbone)
+        path = merged_shipped_folder(cls, backbone) if backbone in SHIPPED_MODELS else resolve_backbone(backbone)
         torch.manual_seed(seed)  # anything a backbone initialises at random
         model, tok = _load(path, conv, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
                            num_labels=num_labels or conv.num_labels or 2, causal=causal,

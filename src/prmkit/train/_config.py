@@ -48,7 +48,7 @@ class TrainConfig:
 
     # what
     kind: str = "prm"                 #: prm (step labels) or orm (one outcome label per trace)
-    model: str = "tiny"               #: backbone: path, hub id, or smollm2 / minilm / tiny
+    model: str = "tiny"               #: path, hub id, smollm2/minilm/tiny, or a shipped name
     convention: Any = "prmkit"        #: a registered convention name or a dict of its fields
     num_labels: int | None = None     #: classifier heads: 2 (softmax) or 1 (sigmoid); None: convention's, else 2
     lora: LoraSettings | None = None  #: LoRA settings; None trains every weight
