@@ -336,11 +336,15 @@ class ProcessBenchResult:
         return out
 
 
+def miss_words(early: Any, late: Any, not_flagged: Any) -> str:
+    """Where the misses on erroneous samples fall, in words (the printed table and the report)."""
+    return (f"{early} flagged a right step first, {late} flagged only after the error, "
+            f"{not_flagged} flagged no step")
+
+
 def _misses(s: Mapping[str, Any]) -> str:
-    """Where the misses on a split's erroneous samples fall, in words."""
-    n = s["n_error"] - round(s["error_acc"] * s["n_error"])
-    return (f"{n} erroneous samples missed: {s['flagged_early']} flagged a right step first, "
-            f"{s['flagged_late']} flagged only after the error, {s['not_flagged']} flagged no step")
+    early, late, none = s["flagged_early"], s["flagged_late"], s["not_flagged"]
+    return f"{early + late + none} erroneous samples missed: " + miss_words(early, late, none)
 
 
 def _generator(trace: Trace) -> str:

@@ -45,6 +45,7 @@ from prmkit.eval._annotation_section import render_annotation
 from prmkit.eval._card import Card
 from prmkit.eval._doc import _DASH, Inline, ReportDoc, _auto, _bad, _ci, _f3, _int, _num, _pct, _pp
 from prmkit.eval._oversight import render_monitorability
+from prmkit.eval._processbench import miss_words
 from prmkit.eval._results import (
     BonSection,
     CheckedSection,
@@ -548,8 +549,7 @@ def _processbench(doc: ReportDoc, pb: ProcessBenchSection, figs: set[str]) -> No
               [[("b", k), *[f(getattr(v, c)) for c, _, f in _PB_COLS], _f3(v.threshold),
                 str(v.threshold_source or _DASH), _int(v.unscored_steps)]
                for k, v in splits.items()])
-    misses = [f"{k}: {_int(v.flagged_early)} flagged a right step first, {_int(v.flagged_late)} flagged only "
-              f"after the error, {_int(v.not_flagged)} flagged no step"
+    misses = [f"{k}: " + miss_words(_int(v.flagged_early), _int(v.flagged_late), _int(v.not_flagged))
               for k, v in splits.items() if isinstance(v.not_flagged, int) and v.n_error]
     if misses:
         doc.para("Where the misses on erroneous samples fall:")

@@ -68,9 +68,8 @@ class PersistenceMixin:
 
         >>> rm = RewardModel.from_pretrained("default", max_length=4096)  # doctest: +SKIP
         """
-        from prmkit.models._backbones import resolve_backbone
 
-        path = merged_shipped_folder(cls, path) if path in SHIPPED_MODELS else resolve_backbone(path)
+        path = _resolve_name(cls, path)
         saved: dict[str, Any] = {}
         cfg_file = Path(path) / RM_CONFIG
         if cfg_file.is_file():
@@ -102,11 +101,10 @@ class PersistenceMixin:
         should see. It is saved in the checkpoint's ``config.json``, so plain ``transformers`` loads
         the same causal model. Refused for an encoder that ignores the setting (checked by a forward
         pass); a decoder is causal already. ``allow_pickle``: as in :meth:`from_pretrained`."""
-        from prmkit.models._backbones import resolve_backbone
 
         torch = _torch()
         conv = get_convention(convention)
-        path = merged_shipped_folder(cls, backbone) if backbone in SHIPPED_MODELS else resolve_backbone(backbone)
+        path = _resolve_name(cls, backbone)
         torch.manual_seed(seed)  # anything a backbone initialises at random
         model, tok = _load(path, conv, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
                            num_labels=num_labels or conv.num_labels or 2, causal=causal,
@@ -319,6 +317,13 @@ class _quiet_transformers:
         tl.set_verbosity(self._level)
         if self._bars:
             tl.enable_progress_bar()
+
+
+def _resolve_name(cls: type[PersistenceMixin], name: str) -> str:
+    """A shipped model's merged folder, a backbone alias's folder, else ``name`` (a path or hub id)."""
+    from prmkit.models._backbones import resolve_backbone
+
+    return merged_shipped_folder(cls, name) if name in SHIPPED_MODELS else resolve_backbone(name)
 
 
 def merged_shipped_folder(cls: type[PersistenceMixin], name: str) -> str:
