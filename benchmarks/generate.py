@@ -17,8 +17,10 @@ The same requests (arith problems with the default policy's zero-shot prompt, N 
    adapter — the adapter does not change the cost of a token): each prompt forwarded once, its KV
    cache copied to its N sequences, then one ``llama_decode`` per step over every live sequence, each
    with its own seeded top-k/temperature sampler. It runs in a child process: a llama.cpp compiled
-   natively on a CPU that reports AMX its kernel does not enable dies of SIGILL (seen on this
-   project's machines); build one that runs with ``CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON
+   natively on a CPU that reports AMX its kernel does not enable dies at its first decode (SIGILL or
+   SIGSEGV, seen on this project's machines); it is then run again with its weight repacking for the
+   AMX kernels off (the line says so), and where that dies too, build one that runs with
+   ``CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON
    -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON" pip install --no-deps
    --target DIR llama-cpp-python`` and put DIR first on ``PYTHONPATH``.
 3. ``--ortgenai PRECISIONS``: ONNX Runtime GenAI's batched decoding, the third engine the speed issue
@@ -138,8 +140,10 @@ def _quiet_logger():
 _QUIET = None
 
 
-def bench_llamacpp(problems: int, n: int, max_tokens: int, rows: int, threads: int = 2) -> float:
-    """Tokens/s of llama.cpp batched decoding, ``rows`` sequences at a time (see the docstring)."""
+def bench_llamacpp(problems: int, n: int, max_tokens: int, rows: int, threads: int = 2,
+                   repack: bool = True) -> float:
+    """Tokens/s of llama.cpp batched decoding, ``rows`` sequences at a time (see the docstring);
+    ``repack=False``: llama.cpp's weight repacking for its AMX kernels ("extra buffer types") off."""
     import llama_cpp as L
 
     from prmkit.policies import default_policy_model
@@ -151,6 +155,7 @@ def bench_llamacpp(problems: int, n: int, max_tokens: int, rows: int, threads: i
     L.llama_log_set(_QUIET, ctypes.c_void_p())  # llama.cpp logs every tensor otherwise
     L.llama_backend_init()
     mp = L.llama_model_default_params()
+    mp.use_extra_bufts = repack
     model = L.llama_model_load_from_file(f"{folder}/{gguf}".encode(), mp)
     vocab = L.llama_model_get_vocab(model)
     hf = get_policy("ct2", progress=False)  # only for its tokenizer and prompt rendering
@@ -225,30 +230,39 @@ def bench_llamacpp(problems: int, n: int, max_tokens: int, rows: int, threads: i
     return rate
 
 
-def run_child(args: argparse.Namespace, flag: str, value: str, prefix: str) -> tuple[int, list[str], str]:
-    """This script again in a child process with ``flag value`` and the same requests: its return
-    code, its stdout lines that start with ``prefix``, and the last line of its stderr."""
+def run_child(args: argparse.Namespace, flag: str, value: str, prefix: str, *extra: str
+              ) -> tuple[int, list[str], str]:
+    """This script again in a child process with ``flag value`` (and ``extra``) and the same requests:
+    its return code, its stdout lines that start with ``prefix``, and the last line of its stderr."""
     import subprocess
 
     cmd = [sys.executable, __file__, "--problems", str(args.problems), "-n", str(args.n),
-           "--max-tokens", str(args.max_tokens), flag, value]
+           "--max-tokens", str(args.max_tokens), flag, value, *extra]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     lines = [x for x in proc.stdout.splitlines() if x.startswith(prefix)]
     return proc.returncode, lines, (proc.stderr.strip().splitlines() or [""])[-1]
 
 
 def run_llamacpp(args: argparse.Namespace, rows: int) -> None:
-    """:func:`bench_llamacpp` in a child process: a llama.cpp compiled for CPU features this machine
-    does not enable dies of SIGILL, which must not take the other measurements with it."""
+    """:func:`bench_llamacpp` in a child process: a llama.cpp compiled natively on a CPU that reports
+    AMX its kernel does not enable dies at its first decode (seen here: SIGILL on one machine, SIGSEGV
+    at ``ldtilecfg`` on another), which must not take the other measurements with it. Then it is tried
+    once more with the weight repacking for the AMX kernels off, and the line says so."""
     import signal
 
+    died = (-signal.SIGILL, -signal.SIGSEGV)
     code, lines, err = run_child(args, "--llamacpp-rows", str(rows), "llama.cpp")
+    note = ""
+    if code in died:
+        first = signal.Signals(-code).name
+        code, lines, err = run_child(args, "--llamacpp-rows", str(rows), "llama.cpp", "--llamacpp-no-repack")
+        note = f" (weight repacking off: with it, llama.cpp died of {first} here)"
     if code == 0 and lines:
-        print(lines[-1], flush=True)
-    elif code == -signal.SIGILL:
-        print(f"llama.cpp batched ({rows} rows): died of an illegal instruction — this llama-cpp-python "
-              "was compiled for CPU features the machine does not enable (rebuild with "
-              "CMAKE_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=ON ...')", flush=True)
+        print(lines[-1] + note, flush=True)
+    elif code in died:
+        print(f"llama.cpp batched ({rows} rows): died of {signal.Signals(-code).name} with and without weight "
+              "repacking — this llama-cpp-python was compiled for CPU features the machine does not enable "
+              "(rebuild with CMAKE_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=ON ...')", flush=True)
     else:
         print(f"llama.cpp batched ({rows} rows): failed with code {code}: {err}", flush=True)
 
@@ -353,6 +367,7 @@ def main() -> None:
     ap.add_argument("--skip-llamacpp", action="store_true")
     ap.add_argument("--quality", type=int, default=0, metavar="P", help="pass@1 on P arith problems")
     ap.add_argument("--llamacpp-rows", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--llamacpp-no-repack", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--ortgenai", default="", metavar="PRECISIONS",
                     help="also ONNX Runtime GenAI at these builder precisions (comma-separated: int4, int8, fp32)")
     ap.add_argument("--ortgenai-child", default="", help=argparse.SUPPRESS)
@@ -369,7 +384,8 @@ def main() -> None:
     batch_rows = tuple(int(r) for r in args.rows.split(",") if r.strip())
     command = shlex.join(["python", "benchmarks/generate.py", *sys.argv[1:]])
     if args.llamacpp_rows:  # the child process of run_llamacpp
-        bench_llamacpp(args.problems, args.n, args.max_tokens, args.llamacpp_rows)
+        bench_llamacpp(args.problems, args.n, args.max_tokens, args.llamacpp_rows,
+                       repack=not args.llamacpp_no_repack)
         return
     if args.ortgenai_child:  # the child process of run_ortgenai
         bench_ortgenai(args.problems, args.n, args.max_tokens, args.ortgenai_child)

@@ -482,27 +482,64 @@ def llama_server(tmp_path_factory):
     except ImportError as e:
         pytest.skip(f"llama_cpp.server cannot be imported ({e}): pip install 'llama-cpp-python[server]'")
     folder, name = _smollm2()
-    port = _free_port()
-    log = tmp_path_factory.mktemp("llama_server") / "server.log"
     # One thread: llama.cpp's worker threads spin at barriers, so on a 2-core machine that is also
     # running pytest, a second thread makes decoding erratic (seen: 1 s vs 40 s for 64 tokens).
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", os.path.join(folder, name),
-           "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", "1",
-           "--n_threads_batch", "1"]
-    with open(log, "wb") as out:  # a file, not a pipe: a full pipe would block the server
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-    base_url = f"http://127.0.0.1:{port}/v1"
-    try:
-        _wait_until_ready(proc, base_url, log, limit=60.0)
-        _probe_decoding(proc, base_url)
-        yield base_url
-    finally:
-        proc.terminate()
+    args = ["--model", os.path.join(folder, name), "--host", "127.0.0.1", "--n_ctx", "2048",
+            "--n_threads", "1", "--n_threads_batch", "1"]
+    died = None
+    for launcher in (["-m", "llama_cpp.server"], ["-c", _SERVER_WITHOUT_REPACKING]):
+        port = _free_port()
+        log = tmp_path_factory.mktemp("llama_server") / "server.log"
+        with open(log, "wb") as out:  # a file, not a pipe: a full pipe would block the server
+            proc = subprocess.Popen([sys.executable, *launcher, *args, "--port", str(port)],
+                                    stdout=out, stderr=subprocess.STDOUT)
+        base_url = f"http://127.0.0.1:{port}/v1"
         try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            _wait_until_ready(proc, base_url, log, limit=60.0)
+            died = _probe_decoding(proc, base_url)
+            if died is None:
+                yield base_url
+                return
+        finally:
+            _stop(proc)
+    pytest.skip(f"llama_cpp.server died of {died} at its first decode, with llama.cpp's weight repacking "
+                "and without it: this llama-cpp-python was compiled for CPU features this machine does not "
+                "enable; rebuild it with CMAKE_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON "
+                "-DGGML_F16C=ON' pip install --force-reinstall --no-cache-dir llama-cpp-python")
+
+
+# ``python -m llama_cpp.server`` with llama.cpp's weight repacking ("extra buffer types") off: a
+# llama.cpp built natively on a CPU that reports AMX repacks the weights for its AMX kernels, whose
+# first instruction (ldtilecfg) faults where the kernel or hypervisor does not enable AMX for it (seen
+# here: a general protection fault, SIGSEGV, at the first decode inside a VM whose torch uses AMX).
+# Without repacking the same build decodes with its AVX-512/AVX2 kernels.
+_SERVER_WITHOUT_REPACKING = """
+import runpy
+import llama_cpp.llama_cpp as lib
+
+_defaults = lib.llama_model_default_params
+
+
+def _without_repacking():
+    params = _defaults()
+    params.use_extra_bufts = False
+    return params
+
+
+lib.llama_model_default_params = _without_repacking
+runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
+"""
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _wait_until_ready(proc: subprocess.Popen, base_url: str, log: Path, limit: float) -> None:
@@ -523,11 +560,14 @@ def _wait_until_ready(proc: subprocess.Popen, base_url: str, log: Path, limit: f
                 f"{_tail(log)}")
 
 
-def _probe_decoding(proc: subprocess.Popen, base_url: str) -> None:
-    """One token of decoding. A llama.cpp compiled for the build machine's CPU (GGML_NATIVE, the
-    default) can die of an illegal instruction on a CPU that reports a feature its kernel does not
-    enable (seen here: AMX inside a VM) — the server starts and answers /models, then dies at the
-    first decode. That is the machine's build, not the code under test: skip, saying how to rebuild."""
+def _probe_decoding(proc: subprocess.Popen, base_url: str) -> str | None:
+    """One token of decoding; None where the server lives on, else the signal it died of.
+
+    A llama.cpp compiled for the build machine's CPU (GGML_NATIVE, the default) can die at the first
+    decode on a CPU that reports a feature its kernel does not enable (seen here: AMX inside a VM, as
+    SIGILL on one machine and as SIGSEGV, a general protection fault at ``ldtilecfg``, on another):
+    the server starts and answers /models, then dies. That is the machine's build, not the code under
+    test; any other exit fails the test."""
     import httpx
 
     try:
@@ -539,12 +579,10 @@ def _probe_decoding(proc: subprocess.Popen, base_url: str) -> None:
     try:
         proc.wait(timeout=1.0)
     except subprocess.TimeoutExpired:
-        return
-    if proc.returncode == -signal.SIGILL:
-        pytest.skip("llama_cpp.server died of an illegal instruction at its first decode: this "
-                    "llama-cpp-python was compiled for CPU features this machine does not enable; "
-                    "rebuild it with CMAKE_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON "
-                    "-DGGML_F16C=ON' pip install --force-reinstall --no-cache-dir llama-cpp-python")
+        return None
+    for sig in (signal.SIGILL, signal.SIGSEGV):
+        if proc.returncode == -sig:
+            return sig.name
     pytest.fail(f"llama_cpp.server exited with code {proc.returncode} at its first decode")
 
 
