@@ -17,7 +17,7 @@ from safetensors.torch import load_file
 
 from prmkit.errors import PrmkitError
 from prmkit.models import RewardModel
-from prmkit.trace import Problem, Step, StepLabel, Trace, read_traces
+from prmkit.trace import Problem, Step, StepLabel, Trace, read_traces, write_traces
 from prmkit.train import (
     DataReport,
     _trainer,
@@ -400,3 +400,32 @@ def test_bucketing_pads_less():
     bucketed = padding(length_batches(lengths, 8, seed=0, bucketing=True))
     assert plain > 0.3 and bucketed < 0.05  # one window of 64 batches holds all 256: sorted by length
     assert length_batches(lengths, 8, seed=0) != length_batches(lengths, 8, seed=1)
+
+
+# -- a random sample of the training traces ---------------------------------------------------------------
+
+def test_a_sample_of_the_traces_trains_as_a_file_of_that_sample(marker_files, tmp_path):
+    """``sample_traces=N``: N traces drawn with the seed after the held-out split, trained as a file
+    holding exactly those traces (in the drawn order) is trained: the same weights."""
+    from prmkit.train._data import split_by_problem
+
+    logs: list[str] = []
+    sampled = train(config(marker_files, tmp_path / "sampled", "max_steps=2", "batch_size=4", "grad_accum=1",
+                           "sample_traces=12", "eval_fraction=0.25"), log=logs.append)
+    pool, held = split_by_problem(list(read_traces(marker_files["train"])), 0.25, 0)
+    assert held and sampled.train_data["used"] == 12
+    assert f"a random sample of 12 of the {len(pool)} training traces (seed 0)" in logs
+    picked = random.Random(0).sample(pool, 12)
+    assert len({t.id for t in picked} & {t.id for t in held}) == 0
+    write_traces(picked, tmp_path / "picked.jsonl")
+    by_file = train(config(marker_files, tmp_path / "by_file", "max_steps=2", "batch_size=4", "grad_accum=1",
+                           train=[str(tmp_path / "picked.jsonl")]), log=lambda *a: None)
+    assert by_file.train_data["used"] == 12
+    assert max_diff(weights(tmp_path / "sampled"), weights(tmp_path / "by_file")) == 0.0
+
+
+def test_a_sample_larger_than_the_corpus_is_refused(marker_files, tmp_path):
+    with pytest.raises(PrmkitError, match=r"sample_traces: 49 asked for, but there are only 48 training traces"):
+        train(config(marker_files, tmp_path / "m", "max_steps=1", "sample_traces=49"), log=lambda *a: None)
+    with pytest.raises(PrmkitError, match=r"sample_traces: must be at least 1 \(or null: every trace\), got 0"):
+        config(marker_files, tmp_path / "n", "sample_traces=0")

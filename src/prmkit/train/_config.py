@@ -64,6 +64,10 @@ class TrainConfig:
     soft_labels: bool = False         #: train on soft label values (Monte Carlo probabilities)
     outcome: str = "auto"             #: ORM target: outcome / answer / steps / auto
     max_traces: int | None = None     #: use only the first N training traces
+    #: train on a random sample of N training traces (drawn with ``seed``, after the held-out split, so
+    #: the held-out traces stay those of the whole corpus): a curve against corpus size apart from the
+    #: steps, or several epochs over fewer traces at the budget of one pass over more
+    sample_traces: int | None = None
     #: PRM only: "calculator" leaves out of the loss every label from the first step whose written
     #: arithmetic the calculator flags (the check settles those when the PRM is used with it)
     tool_check: str | None = None
@@ -120,6 +124,8 @@ class TrainConfig:
             problems.append(f"lr: must be positive, got {self.lr}")
         if self.max_steps <= 0 and self.epochs <= 0:
             problems.append("epochs or max_steps must be positive")
+        if self.sample_traces is not None and self.sample_traces < 1:
+            problems.append(f"sample_traces: must be at least 1 (or null: every trace), got {self.sample_traces}")
         return problems
 
     def to_dict(self) -> dict[str, Any]:
