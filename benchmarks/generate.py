@@ -260,9 +260,9 @@ def run_llamacpp(args: argparse.Namespace, rows: int) -> None:
     if code == 0 and lines:
         print(lines[-1] + note, flush=True)
     elif code in died:
-        print(f"llama.cpp batched ({rows} rows): died of {signal.Signals(-code).name} with and without weight "
-              "repacking — this llama-cpp-python was compiled for CPU features the machine does not enable "
-              "(rebuild with CMAKE_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=ON ...')", flush=True)
+        print(f"llama.cpp batched ({rows} rows): died of {signal.Signals(-code).name} with and without "
+              "weight repacking — this llama-cpp-python was compiled for CPU features the machine does not "
+              "enable (rebuild with CMAKE_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=ON ...')", flush=True)
     else:
         print(f"llama.cpp batched ({rows} rows): failed with code {code}: {err}", flush=True)
 

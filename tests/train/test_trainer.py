@@ -425,7 +425,9 @@ def test_a_sample_of_the_traces_trains_as_a_file_of_that_sample(marker_files, tm
 
 
 def test_a_sample_larger_than_the_corpus_is_refused(marker_files, tmp_path):
-    with pytest.raises(PrmkitError, match=r"sample_traces: 49 asked for, but there are only 48 training traces"):
+    too_many = r"sample_traces: 49 asked for, but there are only 48 training traces"
+    with pytest.raises(PrmkitError, match=too_many):
         train(config(marker_files, tmp_path / "m", "max_steps=1", "sample_traces=49"), log=lambda *a: None)
-    with pytest.raises(PrmkitError, match=r"sample_traces: must be at least 1 \(or null: every trace\), got 0"):
+    none = r"sample_traces: must be at least 1 \(or null: every trace\), got 0"
+    with pytest.raises(PrmkitError, match=none):
         config(marker_files, tmp_path / "n", "sample_traces=0")

@@ -125,7 +125,8 @@ class TrainConfig:
         if self.max_steps <= 0 and self.epochs <= 0:
             problems.append("epochs or max_steps must be positive")
         if self.sample_traces is not None and self.sample_traces < 1:
-            problems.append(f"sample_traces: must be at least 1 (or null: every trace), got {self.sample_traces}")
+            problems.append("sample_traces: must be at least 1 (or null: every trace), "
+                            f"got {self.sample_traces}")
         return problems
 
     def to_dict(self) -> dict[str, Any]:

@@ -63,8 +63,9 @@ STATE_FILE = "trainer_state.json"
 #: Config fields that must match for a run to resume from a checkpoint (``max_steps`` and ``epochs``
 #: may grow: that extends the run; see the module docs).
 RESUME_KEYS = ("kind", "model", "convention", "num_labels", "lora", "train", "format", "label_source",
-               "neutral", "soft_labels", "outcome", "max_traces", "sample_traces", "tool_check", "max_length", "batch_size", "grad_accum",
-               "lr", "weight_decay", "warmup_ratio", "bucketing", "seed", "eval_fraction", "precision")
+               "neutral", "soft_labels", "outcome", "max_traces", "sample_traces", "tool_check", "max_length",
+               "batch_size", "grad_accum", "lr", "weight_decay", "warmup_ratio", "bucketing", "seed",
+               "eval_fraction", "precision")
 #: Config fields that set the run's length: a resume may raise them (an extension).
 LENGTH_KEYS = ("epochs", "max_steps")
 
@@ -381,8 +382,8 @@ def train(cfg: TrainConfig, *, log=print) -> TrainResult:
         traces, held = split_by_problem(traces, cfg.eval_fraction, cfg.seed)
     if cfg.sample_traces is not None:
         if cfg.sample_traces > len(traces):
-            raise PrmkitError(f"sample_traces: {cfg.sample_traces} asked for, but there are only {len(traces)} "
-                              "training traces (after the held-out split)")
+            raise PrmkitError(f"sample_traces: {cfg.sample_traces} asked for, but there are only "
+                              f"{len(traces)} training traces (after the held-out split)")
         say(f"a random sample of {cfg.sample_traces} of the {len(traces)} training traces (seed {cfg.seed})")
         traces = random.Random(cfg.seed).sample(traces, cfg.sample_traces)
     label_kw = {"kind": cfg.kind, "label_source": cfg.label_source, "neutral": cfg.neutral,
